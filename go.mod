@@ -1,0 +1,9 @@
+module github.com/stepfork/stepfork
+
+go 1.26
+
+require (
+	github.com/google/go-cmp v0.7.0 // indirect
+	github.com/google/uuid v1.6.0 // indirect
+	github.com/stretchr/testify v1.12.1 // indirect
+)

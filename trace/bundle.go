@@ -1,0 +1,498 @@
+package trace
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/google/uuid"
+)
+
+// The files of a bundle.
+const (
+	ManifestFile   = "manifest.json"
+	EventsFile     = "events.jsonl"
+	RedactionsFile = "redactions.json"
+	IntegrityFile  = "integrity.json"
+)
+
+// coreFiles are the files every bundle must have, in the order integrity.json
+// lists them.
+var coreFiles = []string{ManifestFile, EventsFile, RedactionsFile}
+
+// ErrStorage is matched (errors.Is) by every error of Load, Open and Save that
+// concerns the bundle on disk: a wrong suffix, a missing or malformed file, a
+// destination that cannot be replaced.
+var ErrStorage = errors.New("trace storage error")
+
+// storageError wraps a message so that it matches ErrStorage and, when given,
+// an underlying error.
+type storageError struct {
+	msg string
+	err error
+}
+
+func (e *storageError) Error() string { return e.msg }
+
+func (e *storageError) Unwrap() []error {
+	if e.err != nil {
+		return []error{ErrStorage, e.err}
+	}
+	return []error{ErrStorage}
+}
+
+func storageErr(err error, format string, args ...any) error {
+	return &storageError{msg: fmt.Sprintf(format, args...), err: err}
+}
+
+// Trace is a whole run in memory: the manifest, the events in order, the
+// entries of redactions.json, and any extra files the bundle carries.
+type Trace struct {
+	Manifest
+	Events     []Event
+	Redactions []RedactionEntry
+	// Extras holds additional bundle files by name (fork.json, for example).
+	// Save writes them and lists them in integrity.json, so that integrity
+	// verification covers them; Load reads back every extra file that
+	// integrity.json lists.
+	Extras map[string][]byte
+	// Path is where the trace was loaded from or last saved to.
+	Path string
+}
+
+// Clone returns a deep copy of tr.
+func (tr *Trace) Clone() *Trace {
+	c := *tr
+	c.Events = make([]Event, len(tr.Events))
+	for i := range tr.Events {
+		c.Events[i] = tr.Events[i].Clone()
+	}
+	c.Redactions = slices.Clone(tr.Redactions)
+	if tr.Failure != nil {
+		f := *tr.Failure
+		c.Failure = &f
+	}
+	c.Totals.CostUSD = clonePtr(tr.Totals.CostUSD)
+	c.Totals.DurationMS = clonePtr(tr.Totals.DurationMS)
+	if tr.Extras != nil {
+		c.Extras = make(map[string][]byte, len(tr.Extras))
+		for k, v := range tr.Extras {
+			c.Extras[k] = slices.Clone(v)
+		}
+	}
+	return &c
+}
+
+// Event returns the event with the given id and its index, or nil and -1.
+func (tr *Trace) Event(id string) (*Event, int) {
+	for i := range tr.Events {
+		if tr.Events[i].ID == id {
+			return &tr.Events[i], i
+		}
+	}
+	return nil, -1
+}
+
+// checkSuffix enforces the bundle naming rule.
+func checkSuffix(path string) error {
+	if !strings.HasSuffix(strings.TrimRight(path, `/\`), ".sftrace") {
+		return storageErr(nil, "trace bundle path must end with .sftrace: %s", path)
+	}
+	return nil
+}
+
+// checkBundleDir checks that path is an existing .sftrace directory.
+func checkBundleDir(path string) error {
+	if err := checkSuffix(path); err != nil {
+		return err
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return storageErr(err, "missing required file: %s", path)
+		}
+		return storageErr(err, "%s: %v", path, err)
+	}
+	if !st.IsDir() {
+		return storageErr(nil, "%s is not a directory", path)
+	}
+	return nil
+}
+
+// checkRegularFile checks that name inside the bundle dir is a regular file,
+// and that a symbolic link does not lead outside the bundle.
+func checkRegularFile(dir, name string) error {
+	p := filepath.Join(dir, name)
+	lst, err := os.Lstat(p)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return storageErr(err, "missing required file: %s", p)
+		}
+		return storageErr(err, "%s: %v", p, err)
+	}
+	if lst.Mode()&fs.ModeSymlink != 0 {
+		target, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			return storageErr(err, "%s: broken symbolic link", p)
+		}
+		root, err := filepath.EvalSymlinks(dir)
+		if err != nil {
+			return storageErr(err, "%s: %v", dir, err)
+		}
+		rel, err := filepath.Rel(root, target)
+		if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return storageErr(nil, "%s is a symbolic link that points outside the bundle (%s); copy the file into the bundle instead", p, target)
+		}
+		if lst, err = os.Stat(p); err != nil {
+			return storageErr(err, "%s: %v", p, err)
+		}
+	}
+	if !lst.Mode().IsRegular() {
+		return storageErr(nil, "required path is not a file: %s", p)
+	}
+	return nil
+}
+
+func readBundleFile(dir, name string) ([]byte, error) {
+	if err := checkRegularFile(dir, name); err != nil {
+		return nil, err
+	}
+	p := filepath.Join(dir, name)
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return nil, storageErr(err, "%s: %v", p, err)
+	}
+	return data, nil
+}
+
+func readManifest(dir string) (Manifest, error) {
+	data, err := readBundleFile(dir, ManifestFile)
+	if err != nil {
+		return Manifest{}, err
+	}
+	m, err := parseManifest(filepath.Join(dir, ManifestFile), data)
+	if err != nil {
+		return m, storageErr(err, "%s", err.Error())
+	}
+	return m, nil
+}
+
+// Load reads a whole bundle into memory. It reads manifest.json, then
+// events.jsonl, then redactions.json, and stops at the first error, which
+// names the file (and the line for events.jsonl). Load does not check
+// integrity.json; use VerifyIntegrity or Validate for that.
+func Load(path string) (*Trace, error) {
+	r, err := Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	tr := &Trace{Manifest: r.manifest, Redactions: r.redactions, Path: path}
+	if r.manifest.Totals.Events > 0 && r.manifest.Totals.Events < 1<<20 {
+		tr.Events = make([]Event, 0, r.manifest.Totals.Events)
+	}
+	for ev, err := range r.Events() {
+		if err != nil {
+			return nil, storageErr(err, "%s", err.Error())
+		}
+		tr.Events = append(tr.Events, *ev)
+	}
+	if tr.Extras, err = readExtras(path); err != nil {
+		return nil, err
+	}
+	return tr, nil
+}
+
+// readExtras reads the extra files that integrity.json lists, if any.
+func readExtras(dir string) (map[string][]byte, error) {
+	rec, err := readIntegrityRecord(dir)
+	if err != nil || rec == nil {
+		return nil, nil // integrity problems are reported by VerifyIntegrity
+	}
+	var extras map[string][]byte
+	for _, f := range rec.Files {
+		if slices.Contains(coreFiles, f.Name) || !validExtraName(f.Name) {
+			continue
+		}
+		data, err := readBundleFile(dir, f.Name)
+		if err != nil {
+			return nil, err
+		}
+		if extras == nil {
+			extras = map[string][]byte{}
+		}
+		extras[f.Name] = data
+	}
+	return extras, nil
+}
+
+// validExtraName reports whether name may be an extra bundle file: a plain
+// file name, not hidden, not one of the four standard files.
+func validExtraName(name string) bool {
+	return name != "" && name != IntegrityFile && !strings.HasPrefix(name, ".") &&
+		!strings.ContainsAny(name, `/\`) && filepath.Base(name) == name
+}
+
+// SaveOption configures Save.
+type SaveOption func(*saveConfig)
+
+type saveConfig struct {
+	overwrite bool
+}
+
+// Overwrite lets Save replace an existing bundle. The old bundle is moved to a
+// backup first and restored if anything fails, so it is never lost.
+func Overwrite() SaveOption { return func(c *saveConfig) { c.overwrite = true } }
+
+// Prepared returns the trace exactly as Save would write it: totals
+// recomputed, manifest and events redacted, payload hashes computed (absent
+// payloads become null, since every field is written), and redaction entries
+// merged. tr is not changed.
+func (tr *Trace) Prepared() (*Trace, error) {
+	out := tr.Clone()
+	if out.Status == "" {
+		out.Status = RunRunning // Python's default for a trace saved without a status
+	}
+	out.Totals.Events = len(out.Events)
+	out.Totals.LLMCalls, out.Totals.ToolCalls = 0, 0
+	var entries []RedactionEntry
+	for i := range out.Events {
+		ev := &out.Events[i]
+		switch ev.Type {
+		case LLMRequest:
+			out.Totals.LLMCalls++
+		case ToolCall:
+			out.Totals.ToolCalls++
+		}
+		red, es, err := RedactEvent(*ev)
+		if err != nil {
+			return nil, fmt.Errorf("event %s: %w", ev.ID, err)
+		}
+		*ev = red
+		entries = append(entries, es...)
+		for _, f := range []*Value{&ev.Input, &ev.Output, &ev.Before, &ev.After, &ev.Details} {
+			if f.IsAbsent() && fieldIn(payloadField(f, ev), typeFields[ev.Type]) {
+				*f = NullValue
+			}
+		}
+		if err := ev.checkFields(); err != nil {
+			return nil, fmt.Errorf("event %s (step %d): %w", ev.ID, ev.Step, err)
+		}
+		ev.SetHashes()
+	}
+	m, mentries, err := RedactManifest(out.Manifest)
+	if err != nil {
+		return nil, fmt.Errorf("manifest: %w", err)
+	}
+	out.Manifest = m
+	if err := out.Manifest.check(); err != nil {
+		return nil, fmt.Errorf("manifest: %w", err)
+	}
+	entries = append(entries, mentries...)
+	out.Redactions = mergeRedactions(out.Redactions, entries)
+	for name := range out.Extras {
+		if !validExtraName(name) || slices.Contains(coreFiles, name) {
+			return nil, fmt.Errorf("extra bundle file name %q is not allowed", name)
+		}
+	}
+	return out, nil
+}
+
+// payloadField maps a pointer to one of ev's payload fields to its field id.
+func payloadField(p *Value, ev *Event) eventField {
+	switch p {
+	case &ev.Input:
+		return fInput
+	case &ev.Output:
+		return fOutput
+	case &ev.Before:
+		return fBefore
+	case &ev.After:
+		return fAfter
+	}
+	return fDetails
+}
+
+// mergeRedactions keeps existing entries first and adds new ones, without
+// duplicates on (event_id, path, reason).
+func mergeRedactions(old, add []RedactionEntry) []RedactionEntry {
+	type k struct{ id, path, reason string }
+	seen := map[k]bool{}
+	out := make([]RedactionEntry, 0, len(old)+len(add))
+	for _, e := range slices.Concat(old, add) {
+		key := k{e.EventID, e.Path, e.Reason}
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		out = append(out, e)
+	}
+	return out
+}
+
+// Encode returns the bytes of the bundle's files as Save writes them, keyed by
+// file name, including integrity.json. tr must already be Prepared.
+func (tr *Trace) encode() ([]bundleFile, error) {
+	files := []bundleFile{
+		{ManifestFile, appendManifest(nil, &tr.Manifest)},
+		{EventsFile, nil},
+		{RedactionsFile, appendRedactions(nil, tr.Redactions)},
+	}
+	var ev []byte
+	for i := range tr.Events {
+		ev = appendEvent(ev, &tr.Events[i])
+		ev = append(ev, '\n')
+	}
+	files[1].data = ev
+	names := make([]string, 0, len(tr.Extras))
+	for name := range tr.Extras {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		files = append(files, bundleFile{name, tr.Extras[name]})
+	}
+	files = append(files, bundleFile{IntegrityFile, appendIntegrity(nil, files)})
+	return files, nil
+}
+
+type bundleFile struct {
+	name string
+	data []byte
+}
+
+// Save writes the trace as a bundle directory at path.
+//
+// It recomputes totals, redacts the manifest and every event, computes every
+// payload hash (replacing whatever hashes the events held), and writes
+// manifest.json, events.jsonl, redactions.json, the Extras and, last,
+// integrity.json into a temporary sibling directory, which is then renamed
+// into place. An existing bundle is replaced only with Overwrite; it is moved
+// to a backup first and restored on failure. tr itself is not changed except
+// for Path.
+func (tr *Trace) Save(path string, opts ...SaveOption) error {
+	var cfg saveConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := checkSuffix(path); err != nil {
+		return err
+	}
+	path = filepath.Clean(path)
+	prep, err := tr.Prepared()
+	if err != nil {
+		return storageErr(err, "%s: %v", path, err)
+	}
+	files, err := prep.encode()
+	if err != nil {
+		return storageErr(err, "%s: %v", path, err)
+	}
+	if err := writeBundle(path, files, cfg.overwrite); err != nil {
+		return err
+	}
+	tr.Path = path
+	return nil
+}
+
+// writeBundle writes files into a temporary sibling of path and renames it
+// into place, keeping a backup of an existing bundle until the swap is done.
+func writeBundle(path string, files []bundleFile, overwrite bool) error {
+	replace := false
+	switch st, err := os.Lstat(path); {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return storageErr(err, "%s: %v", path, err)
+	case !st.IsDir():
+		return storageErr(nil, "%s exists and is not a directory", path)
+	default:
+		entries, err := os.ReadDir(path)
+		if err != nil {
+			return storageErr(err, "%s: %v", path, err)
+		}
+		if len(entries) > 0 {
+			if !overwrite {
+				return storageErr(fs.ErrExist, "%s already exists and is not empty; pass trace.Overwrite() to replace it", path)
+			}
+			for _, name := range coreFiles {
+				if st, err := os.Stat(filepath.Join(path, name)); err != nil || !st.Mode().IsRegular() {
+					return storageErr(nil, "%s is not a valid .sftrace bundle; refusing to overwrite it", path)
+				}
+			}
+		}
+		replace = true
+	}
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return storageErr(err, "%s: %v", dir, err)
+	}
+	tmp := filepath.Join(dir, "."+base+".tmp-"+hexUUID())
+	if err := os.Mkdir(tmp, 0o755); err != nil {
+		return storageErr(err, "%s: %v", path, err)
+	}
+	cleanup := func() { os.RemoveAll(tmp) }
+	for _, f := range files {
+		if err := writeFileSync(filepath.Join(tmp, f.name), f.data); err != nil {
+			cleanup()
+			return storageErr(err, "%s: writing %s: %v", path, f.name, err)
+		}
+	}
+	syncDir(tmp)
+	if !replace {
+		if err := os.Rename(tmp, path); err != nil {
+			cleanup()
+			return storageErr(err, "%s: %v", path, err)
+		}
+		syncDir(dir)
+		return nil
+	}
+	bak := filepath.Join(dir, "."+base+".bak-"+hexUUID())
+	if err := os.Rename(path, bak); err != nil {
+		cleanup()
+		return storageErr(err, "%s: %v", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		if rerr := os.Rename(bak, path); rerr != nil {
+			return storageErr(err, "%s: %v; the previous bundle is kept at %s", path, err, bak)
+		}
+		cleanup()
+		return storageErr(err, "%s: %v", path, err)
+	}
+	syncDir(dir)
+	os.RemoveAll(bak)
+	return nil
+}
+
+func hexUUID() string {
+	u := uuid.New()
+	return strings.ReplaceAll(u.String(), "-", "")
+}
+
+func writeFileSync(name string, data []byte) error {
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+}

@@ -1,0 +1,247 @@
+package trace
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+)
+
+// IntegrityStatus is the outcome of VerifyIntegrity.
+type IntegrityStatus string
+
+// Integrity statuses.
+const (
+	IntegrityVerified         IntegrityStatus = "verified"
+	IntegrityMismatch         IntegrityStatus = "mismatch"
+	IntegrityUnverifiedLegacy IntegrityStatus = "unverified_legacy"
+)
+
+// Issue codes of integrity verification (stepfork-format.md §1.6).
+const (
+	CodeIntegrityUnverified      = "integrity_unverified"
+	CodeIntegrityMetadataInvalid = "integrity_metadata_invalid"
+	CodeIntegrityAlgorithm       = "integrity_algorithm_unsupported"
+	CodeMissingFile              = "missing_file"
+	CodeIntegrityMismatch        = "integrity_mismatch"
+)
+
+// IntegrityIssue is one problem found by VerifyIntegrity.
+type IntegrityIssue struct {
+	Code    string
+	Message string
+	File    string
+}
+
+// IntegrityResult is the outcome of VerifyIntegrity: a status, the issues, and
+// the files whose digests matched, in the order integrity.json lists them
+// (manifest, events, redactions, then extra files).
+type IntegrityResult struct {
+	Status        IntegrityStatus
+	Issues        []IntegrityIssue
+	VerifiedFiles []string
+}
+
+// integrityRecord is integrity.json.
+type integrityRecord struct {
+	Algorithm string
+	Files     []integrityEntry // in file order
+}
+
+type integrityEntry struct {
+	Name, Digest string
+}
+
+func (r *integrityRecord) digest(name string) (string, bool) {
+	for _, f := range r.Files {
+		if f.Name == name {
+			return f.Digest, true
+		}
+	}
+	return "", false
+}
+
+// errIntegrityRecord is the three ways integrity.json itself can be unusable.
+type errIntegrityRecord struct{ issue IntegrityIssue }
+
+func (e *errIntegrityRecord) Error() string { return e.issue.Message }
+
+// readIntegrityRecord reads integrity.json; (nil, nil) means it is absent.
+func readIntegrityRecord(dir string) (*integrityRecord, error) {
+	p := filepath.Join(dir, IntegrityFile)
+	st, err := os.Lstat(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	invalid := func(msg string) error {
+		return &errIntegrityRecord{IntegrityIssue{CodeIntegrityMetadataInvalid, msg, IntegrityFile}}
+	}
+	if err != nil || !st.Mode().IsRegular() {
+		return nil, invalid("integrity.json is not a file.")
+	}
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return nil, invalid("integrity.json is not a file.")
+	}
+	v, err := ParseValue(data)
+	if err != nil {
+		return nil, invalid("integrity.json is not valid JSON.")
+	}
+	meta := invalid("integrity.json metadata is invalid.")
+	if v.Kind() != Object || v.Get("schema_version").Canonical() != `"0.1"` {
+		return nil, meta
+	}
+	rec := &integrityRecord{Algorithm: "sha256"}
+	for k, x := range v.Members() {
+		switch k {
+		case "schema_version":
+		case "algorithm":
+			s, ok := x.Str()
+			if !ok {
+				return nil, meta
+			}
+			rec.Algorithm = s
+		case "files":
+			if x.Kind() != Object {
+				return nil, meta
+			}
+			for name, d := range x.Members() {
+				s, ok := d.Str()
+				if !ok {
+					return nil, meta
+				}
+				rec.Files = append(rec.Files, integrityEntry{name, s})
+			}
+		default:
+			return nil, meta
+		}
+	}
+	// Members come in key order; list the core files first, as written.
+	slices.SortStableFunc(rec.Files, func(a, b integrityEntry) int { return fileRank(a.Name) - fileRank(b.Name) })
+	return rec, nil
+}
+
+func fileRank(name string) int {
+	if i := slices.Index(coreFiles, name); i >= 0 {
+		return i
+	}
+	return len(coreFiles)
+}
+
+// VerifyIntegrity checks the SHA-256 digests that integrity.json records
+// against the bytes on disk. It never changes the bundle. A bundle without
+// integrity.json is IntegrityUnverifiedLegacy. Besides the three core files,
+// every extra file listed in integrity.json (fork.json, say) is verified too.
+// Digests are compared in constant time.
+func VerifyIntegrity(path string) IntegrityResult {
+	rec, err := readIntegrityRecord(path)
+	if err != nil {
+		var ie *errIntegrityRecord
+		errors.As(err, &ie)
+		return IntegrityResult{Status: IntegrityMismatch, Issues: []IntegrityIssue{ie.issue}}
+	}
+	if rec == nil {
+		return IntegrityResult{Status: IntegrityUnverifiedLegacy, Issues: []IntegrityIssue{{
+			CodeIntegrityUnverified, "Bundle has no integrity.json metadata.", IntegrityFile}}}
+	}
+	return rec.verify(path, nil)
+}
+
+// verify checks every listed file. known holds digests already computed (for
+// example events.jsonl hashed while streaming), keyed by file name.
+func (rec *integrityRecord) verify(path string, known map[string]string) IntegrityResult {
+	res := IntegrityResult{Status: IntegrityVerified}
+	fail := func(code, msg, file string) {
+		res.Status = IntegrityMismatch
+		res.Issues = append(res.Issues, IntegrityIssue{code, msg, file})
+	}
+	if rec.Algorithm != "sha256" {
+		fail(CodeIntegrityAlgorithm, fmt.Sprintf("Unsupported integrity algorithm '%s'.", rec.Algorithm), IntegrityFile)
+		return res
+	}
+	names := slices.Clone(coreFiles)
+	for _, f := range rec.Files {
+		if !slices.Contains(coreFiles, f.Name) {
+			names = append(names, f.Name)
+		}
+	}
+	for _, name := range names {
+		d, ok := rec.digest(name)
+		switch {
+		case !ok:
+			fail(CodeIntegrityMetadataInvalid, fmt.Sprintf("Missing digest for %s.", name), name)
+		case !isHexDigest(d):
+			fail(CodeIntegrityMetadataInvalid, fmt.Sprintf("Invalid SHA-256 digest for %s.", name), name)
+		}
+	}
+	if res.Status != IntegrityVerified {
+		return res
+	}
+	for _, name := range names {
+		want, _ := rec.digest(name)
+		got, ok := known[name]
+		if !ok {
+			if !validExtraName(name) && !slices.Contains(coreFiles, name) {
+				fail(CodeIntegrityMetadataInvalid, fmt.Sprintf("Invalid file name %q in integrity.json.", name), IntegrityFile)
+				continue
+			}
+			var err error
+			got, err = fileDigest(filepath.Join(path, name))
+			if err != nil {
+				fail(CodeMissingFile, fmt.Sprintf("%s is missing.", name), name)
+				continue
+			}
+		}
+		if subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
+			fail(CodeIntegrityMismatch, "SHA-256 mismatch.", name)
+			continue
+		}
+		res.VerifiedFiles = append(res.VerifiedFiles, name)
+	}
+	return res
+}
+
+// fileDigest returns the lowercase hex SHA-256 of a regular file's bytes.
+func fileDigest(name string) (string, error) {
+	st, err := os.Lstat(name)
+	if err != nil {
+		return "", err
+	}
+	if !st.Mode().IsRegular() {
+		return "", fmt.Errorf("%s is not a regular file", name)
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// appendIntegrity appends integrity.json for the given files, as Pydantic
+// writes it.
+func appendIntegrity(dst []byte, files []bundleFile) []byte {
+	dst = append(dst, "{\n  \"schema_version\": \"0.1\",\n  \"algorithm\": \"sha256\",\n  \"files\": {"...)
+	for i, f := range files {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		sum := sha256.Sum256(f.data)
+		dst = append(dst, "\n    "...)
+		dst = appendQuoted(dst, f.name)
+		dst = append(dst, ": \""...)
+		dst = hex.AppendEncode(dst, sum[:])
+		dst = append(dst, '"')
+	}
+	return append(dst, "\n  }\n}\n"...)
+}

@@ -1,0 +1,586 @@
+package trace
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+)
+
+// MaxLineBytes is the longest line of events.jsonl that the readers accept
+// (64 MiB). A longer line is refused with an error naming its line number
+// instead of being buffered without bound.
+const MaxLineBytes = 64 << 20
+
+// errInvalidEvent marks an event line that is valid JSON but not a valid event.
+var errInvalidEvent = errors.New("invalid event")
+
+// eventField identifies a key of an event object.
+type eventField uint8
+
+const (
+	fID eventField = iota
+	fRunID
+	fParentID
+	fStep
+	fType
+	fTimestamp
+	fDuration
+	fStatus
+	fPolicy
+	fInputHash
+	fOutputHash
+	fRedactions
+	fProvider
+	fModel
+	fName
+	fKey
+	fInput
+	fOutput
+	fBefore
+	fAfter
+	fDetails
+	fPromptTokens
+	fCompletionTokens
+	fTotalTokens
+	fCost
+	fErrorType
+	fMessage
+	fRunStatus
+	numFields
+)
+
+var fieldNames = [numFields]string{
+	"id", "run_id", "parent_id", "step", "type", "timestamp", "duration_ms", "status",
+	"replay_policy", "input_hash", "output_hash", "redactions", "provider", "model", "name",
+	"key", "input", "output", "before", "after", "details", "prompt_tokens",
+	"completion_tokens", "total_tokens", "cost_usd", "error_type", "message", "run_status",
+}
+
+var fieldByName = func() map[string]eventField {
+	m := make(map[string]eventField, numFields)
+	for i, n := range fieldNames {
+		m[n] = eventField(i)
+	}
+	return m
+}()
+
+// typeFields lists, per event type, the type-specific keys in the order
+// Pydantic writes them.
+var typeFields = map[EventType][]eventField{
+	RunStart:    {fInput},
+	LLMRequest:  {fProvider, fModel, fInput},
+	LLMResponse: {fModel, fOutput, fPromptTokens, fCompletionTokens, fTotalTokens, fCost},
+	ToolCall:    {fName, fInput},
+	ToolResult:  {fName, fOutput},
+	StateChange: {fKey, fBefore, fAfter},
+	ErrorEvent:  {fErrorType, fMessage, fDetails},
+	RunEnd:      {fRunStatus, fOutput},
+}
+
+// eventDecoder parses event lines. It is reusable and keeps its scratch
+// buffers between lines.
+type eventDecoder struct {
+	c       canonicalizer
+	buf     []byte
+	scratch []byte
+}
+
+// decode parses one line of events.jsonl into ev. Errors are either
+// *CanonicalError (not valid JSON) or wrap errInvalidEvent.
+func (d *eventDecoder) decode(line []byte, ev *Event) error {
+	*ev = Event{}
+	c := &d.c
+	c.in, c.pos, c.depth = line, 0, 0
+	defer func() { c.in = nil }()
+	c.skipSpace()
+	if c.pos >= len(line) || line[c.pos] != '{' {
+		if err := d.validJSON(line); err != nil {
+			return err
+		}
+		return fmt.Errorf("%w: an event must be a JSON object", errInvalidEvent)
+	}
+	c.pos++
+	var seen [numFields]bool
+	var evType string
+	first := true
+	for {
+		c.skipSpace()
+		if c.pos >= len(line) {
+			return c.errf("invalid JSON: unterminated object")
+		}
+		if first && line[c.pos] == '}' {
+			c.pos++
+			break
+		}
+		first = false
+		if line[c.pos] != '"' {
+			return c.errf("invalid JSON: expected a string key")
+		}
+		key, err := d.readString()
+		if err != nil {
+			return err
+		}
+		c.skipSpace()
+		if c.pos >= len(line) || line[c.pos] != ':' {
+			return c.errf("invalid JSON: expected ':' after object key")
+		}
+		c.pos++
+		c.skipSpace()
+		f, known := fieldByName[key]
+		if !known {
+			if err := d.skip(); err != nil {
+				return err
+			}
+			return fmt.Errorf("%w: unknown field %q", errInvalidEvent, key)
+		}
+		if seen[f] {
+			return c.errf("invalid JSON: duplicate object key %q", key)
+		}
+		seen[f] = true
+		if err := d.field(f, ev, &evType); err != nil {
+			return err
+		}
+		c.skipSpace()
+		if c.pos >= len(line) {
+			return c.errf("invalid JSON: unterminated object")
+		}
+		if line[c.pos] == ',' {
+			c.pos++
+			continue
+		}
+		if line[c.pos] != '}' {
+			return c.errf("invalid JSON: expected ',' or '}' in object")
+		}
+		c.pos++
+		break
+	}
+	c.skipSpace()
+	if c.pos != len(line) {
+		return c.errf("invalid JSON: extra data after the value")
+	}
+	// Model checks, in the spirit of Pydantic's: required keys, known type,
+	// type-specific keys only, field constraints.
+	if !seen[fType] {
+		return fmt.Errorf("%w: type is required", errInvalidEvent)
+	}
+	ev.Type = EventType(evType)
+	allowed, ok := typeFields[ev.Type]
+	if !ok {
+		return fmt.Errorf("%w: unknown event type %q", errInvalidEvent, evType)
+	}
+	for f := fProvider; f < numFields; f++ {
+		if seen[f] && !fieldIn(f, allowed) {
+			return fmt.Errorf("%w: unknown field %q for type %s", errInvalidEvent, fieldNames[f], ev.Type)
+		}
+	}
+	for _, f := range [...]eventField{fID, fRunID, fTimestamp} {
+		if !seen[f] {
+			// Python invents a random id, run id or "now"; a reader that
+			// must never repair input refuses instead.
+			return fmt.Errorf("%w: %s is required", errInvalidEvent, fieldNames[f])
+		}
+	}
+	if !seen[fStatus] {
+		ev.Status = StatusOK
+		if ev.Type == ErrorEvent {
+			ev.Status = StatusError
+		}
+	}
+	if !seen[fPolicy] {
+		ev.ReplayPolicy = PolicyFrozen
+	}
+	if err := ev.checkFields(); err != nil {
+		return fmt.Errorf("%w: %v", errInvalidEvent, err)
+	}
+	return nil
+}
+
+func fieldIn(f eventField, fs []eventField) bool {
+	for _, x := range fs {
+		if x == f {
+			return true
+		}
+	}
+	return false
+}
+
+// validJSON reports whether the rest of the line is valid JSON, so that a
+// non-object line reports a JSON error before an event error.
+func (d *eventDecoder) validJSON(line []byte) error {
+	var c canonicalizer
+	_, err := c.run(line, nil)
+	return err
+}
+
+// skip canonicalizes (and discards) the value at the cursor.
+func (d *eventDecoder) skip() error {
+	c := &d.c
+	save := c.out
+	c.out = d.buf[:0]
+	err := c.value()
+	d.buf, c.out = c.out, save
+	return err
+}
+
+// readString reads the string at the cursor.
+func (d *eventDecoder) readString() (string, error) {
+	c := &d.c
+	d.scratch = d.scratch[:0]
+	start := c.pos + 1
+	var escaped bool
+	if err := c.stringBodyEsc(&escaped, func(b []byte) { d.scratch = append(d.scratch, b...) }); err != nil {
+		return "", err
+	}
+	if !escaped {
+		return string(c.in[start : c.pos-1]), nil
+	}
+	return string(d.scratch), nil
+}
+
+func (d *eventDecoder) isNull() bool {
+	c := &d.c
+	if len(c.in)-c.pos >= 4 && string(c.in[c.pos:c.pos+4]) == "null" {
+		c.pos += 4
+		return true
+	}
+	return false
+}
+
+func (d *eventDecoder) typeErr(f eventField, want string) error {
+	if err := d.skip(); err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: %s must be %s", errInvalidEvent, fieldNames[f], want)
+}
+
+// str reads a string field; nullable fields accept null (returned as "").
+// Non-nullable and nullable strings of the format must be non-empty.
+func (d *eventDecoder) str(f eventField, nullable bool) (string, error) {
+	c := &d.c
+	if nullable && d.isNull() {
+		return "", nil
+	}
+	if c.pos >= len(c.in) || c.in[c.pos] != '"' {
+		if nullable {
+			return "", d.typeErr(f, "a string or null")
+		}
+		return "", d.typeErr(f, "a string")
+	}
+	s, err := d.readString()
+	if err != nil {
+		return "", err
+	}
+	if s == "" {
+		return "", fmt.Errorf("%w: %s must be a non-empty string", errInvalidEvent, fieldNames[f])
+	}
+	return s, nil
+}
+
+// intLit reads an integer field. Floats, strings and booleans are refused.
+func (d *eventDecoder) intLit(f eventField, nullable bool) (*int64, error) {
+	c := &d.c
+	if nullable && d.isNull() {
+		return nil, nil
+	}
+	start := c.pos
+	if c.pos >= len(c.in) || !(c.in[c.pos] == '-' || c.in[c.pos] >= '0' && c.in[c.pos] <= '9') {
+		return nil, d.typeErr(f, "an integer")
+	}
+	save := c.out
+	c.out = d.buf[:0]
+	err := c.number()
+	d.buf, c.out = c.out, save
+	if err != nil {
+		return nil, err
+	}
+	lit := c.in[start:c.pos]
+	n, perr := strconv.ParseInt(string(lit), 10, 64)
+	if perr != nil {
+		return nil, fmt.Errorf("%w: %s must be an integer, got %s", errInvalidEvent, fieldNames[f], lit)
+	}
+	if n < 0 {
+		return nil, fmt.Errorf("%w: %s must be >= 0", errInvalidEvent, fieldNames[f])
+	}
+	return &n, nil
+}
+
+// payload reads any JSON value into its canonical form.
+func (d *eventDecoder) payload() (Value, error) {
+	c := &d.c
+	save := c.out
+	c.out = d.buf[:0]
+	err := c.value()
+	d.buf, c.out = c.out, save
+	if err != nil {
+		return Value{}, err
+	}
+	return Value{string(d.buf)}, nil
+}
+
+func (d *eventDecoder) field(f eventField, ev *Event, evType *string) (err error) {
+	c := &d.c
+	switch f {
+	case fID:
+		ev.ID, err = d.str(f, false)
+	case fRunID:
+		ev.RunID, err = d.str(f, false)
+	case fParentID:
+		ev.ParentID, err = d.str(f, true)
+	case fType:
+		*evType, err = d.str(f, false)
+	case fStep:
+		var p *int64
+		if p, err = d.intLit(f, false); err == nil {
+			if *p > math.MaxInt32 {
+				return fmt.Errorf("%w: step %d is out of range", errInvalidEvent, *p)
+			}
+			ev.Step = int(*p)
+		}
+	case fTimestamp:
+		var s string
+		if s, err = d.str(f, false); err == nil {
+			ev.Timestamp, err = parseTimestamp("timestamp", s)
+		}
+	case fDuration:
+		ev.DurationMS, err = d.intLit(f, true)
+	case fStatus:
+		var s string
+		if s, err = d.str(f, false); err == nil {
+			ev.Status = Status(s)
+		}
+	case fPolicy:
+		var s string
+		if s, err = d.str(f, false); err == nil {
+			ev.ReplayPolicy = Policy(s)
+		}
+	case fInputHash:
+		ev.InputHash, err = d.str(f, true)
+	case fOutputHash:
+		ev.OutputHash, err = d.str(f, true)
+	case fRedactions:
+		if c.pos >= len(c.in) || c.in[c.pos] != '[' {
+			return d.typeErr(f, "a list of strings")
+		}
+		c.pos++
+		ev.Redactions = []string{}
+		c.skipSpace()
+		if c.pos < len(c.in) && c.in[c.pos] == ']' {
+			c.pos++
+			return nil
+		}
+		for {
+			c.skipSpace()
+			if c.pos >= len(c.in) || c.in[c.pos] != '"' {
+				return d.typeErr(f, "a list of strings")
+			}
+			s, err := d.readString()
+			if err != nil {
+				return err
+			}
+			ev.Redactions = append(ev.Redactions, s)
+			c.skipSpace()
+			if c.pos < len(c.in) && c.in[c.pos] == ',' {
+				c.pos++
+				continue
+			}
+			if c.pos < len(c.in) && c.in[c.pos] == ']' {
+				c.pos++
+				return nil
+			}
+			return c.errf("invalid JSON: expected ',' or ']' in array")
+		}
+	case fProvider:
+		ev.Provider, err = d.str(f, true)
+	case fModel:
+		ev.Model, err = d.str(f, true)
+	case fName:
+		ev.Name, err = d.str(f, false)
+	case fKey:
+		ev.Key, err = d.str(f, true)
+	case fInput:
+		ev.Input, err = d.payload()
+	case fOutput:
+		ev.Output, err = d.payload()
+	case fBefore:
+		ev.Before, err = d.payload()
+	case fAfter:
+		ev.After, err = d.payload()
+	case fDetails:
+		ev.Details, err = d.payload()
+	case fPromptTokens:
+		ev.PromptTokens, err = d.intLit(f, true)
+	case fCompletionTokens:
+		ev.CompletionTokens, err = d.intLit(f, true)
+	case fTotalTokens:
+		ev.TotalTokens, err = d.intLit(f, true)
+	case fCost:
+		if d.isNull() {
+			return nil
+		}
+		var v Value
+		if v, err = d.payload(); err != nil {
+			return err
+		}
+		x, ok := v.Float()
+		if !ok {
+			return fmt.Errorf("%w: cost_usd must be a number or null", errInvalidEvent)
+		}
+		if x < 0 {
+			return fmt.Errorf("%w: cost_usd must be >= 0", errInvalidEvent)
+		}
+		ev.CostUSD = &x
+	case fErrorType:
+		ev.ErrorType, err = d.str(f, false)
+	case fMessage:
+		ev.Message, err = d.str(f, false)
+	case fRunStatus:
+		var s string
+		if s, err = d.str(f, false); err == nil {
+			ev.RunStatus = RunStatus(s)
+		}
+	}
+	return err
+}
+
+// parseTimestamp parses an RFC 3339 timestamp that must carry a time zone and
+// at most microsecond precision (what a Python datetime holds).
+func parseTimestamp(field, s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		if _, nerr := time.Parse("2006-01-02T15:04:05.999999999", s); nerr == nil {
+			return time.Time{}, fmt.Errorf("%w: %s must be timezone-aware", errInvalidEvent, field)
+		}
+		return time.Time{}, fmt.Errorf("%w: %s %q is not an RFC 3339 date-time", errInvalidEvent, field, s)
+	}
+	if t.Nanosecond()%1000 != 0 {
+		return time.Time{}, fmt.Errorf("%w: %s %q has more than microsecond precision", errInvalidEvent, field, s)
+	}
+	return t, nil
+}
+
+// appendTimestamp appends t as Pydantic writes it: YYYY-MM-DDTHH:MM:SS, then
+// .ffffff only when the microseconds are not zero, then Z for UTC or the
+// offset (+05:45) otherwise.
+func appendTimestamp(dst []byte, t time.Time) []byte {
+	t = t.Truncate(time.Microsecond)
+	_, off := t.Zone()
+	dst = t.AppendFormat(dst, "2006-01-02T15:04:05")
+	if us := t.Nanosecond() / 1000; us != 0 {
+		dst = append(dst, '.')
+		s := strconv.Itoa(us)
+		for i := len(s); i < 6; i++ {
+			dst = append(dst, '0')
+		}
+		dst = append(dst, s...)
+	}
+	if off == 0 {
+		return append(dst, 'Z')
+	}
+	return t.AppendFormat(dst, "-07:00")
+}
+
+// appendEvent appends ev as one compact line of events.jsonl (without the
+// newline), with Pydantic's key order and number formats. Absent payloads are
+// written as null, as Pydantic writes every field.
+func appendEvent(dst []byte, ev *Event) []byte {
+	dst = append(dst, `{"id":`...)
+	dst = appendQuoted(dst, ev.ID)
+	dst = append(dst, `,"run_id":`...)
+	dst = appendQuoted(dst, ev.RunID)
+	dst = append(dst, `,"parent_id":`...)
+	dst = appendNullableString(dst, ev.ParentID)
+	dst = append(dst, `,"step":`...)
+	dst = strconv.AppendInt(dst, int64(ev.Step), 10)
+	dst = append(dst, `,"type":`...)
+	dst = appendQuoted(dst, string(ev.Type))
+	dst = append(dst, `,"timestamp":"`...)
+	dst = appendTimestamp(dst, ev.Timestamp)
+	dst = append(dst, `","duration_ms":`...)
+	dst = appendNullableInt(dst, ev.DurationMS)
+	dst = append(dst, `,"status":`...)
+	dst = appendQuoted(dst, string(ev.Status))
+	dst = append(dst, `,"replay_policy":`...)
+	dst = appendQuoted(dst, string(ev.ReplayPolicy))
+	dst = append(dst, `,"input_hash":`...)
+	dst = appendNullableString(dst, ev.InputHash)
+	dst = append(dst, `,"output_hash":`...)
+	dst = appendNullableString(dst, ev.OutputHash)
+	dst = append(dst, `,"redactions":[`...)
+	for i, r := range ev.Redactions {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendQuoted(dst, r)
+	}
+	dst = append(dst, ']')
+	for _, f := range typeFields[ev.Type] {
+		dst = append(dst, ',', '"')
+		dst = append(dst, fieldNames[f]...)
+		dst = append(dst, '"', ':')
+		switch f {
+		case fProvider:
+			dst = appendNullableString(dst, ev.Provider)
+		case fModel:
+			dst = appendNullableString(dst, ev.Model)
+		case fName:
+			dst = appendQuoted(dst, ev.Name)
+		case fKey:
+			dst = appendNullableString(dst, ev.Key)
+		case fInput:
+			dst = appendPayload(dst, ev.Input)
+		case fOutput:
+			dst = appendPayload(dst, ev.Output)
+		case fBefore:
+			dst = appendPayload(dst, ev.Before)
+		case fAfter:
+			dst = appendPayload(dst, ev.After)
+		case fDetails:
+			dst = appendPayload(dst, ev.Details)
+		case fPromptTokens:
+			dst = appendNullableInt(dst, ev.PromptTokens)
+		case fCompletionTokens:
+			dst = appendNullableInt(dst, ev.CompletionTokens)
+		case fTotalTokens:
+			dst = appendNullableInt(dst, ev.TotalTokens)
+		case fCost:
+			dst = appendNullableFloat(dst, ev.CostUSD)
+		case fErrorType:
+			dst = appendQuoted(dst, ev.ErrorType)
+		case fMessage:
+			dst = appendQuoted(dst, ev.Message)
+		case fRunStatus:
+			dst = appendQuoted(dst, string(ev.RunStatus))
+		}
+	}
+	return append(dst, '}')
+}
+
+func appendPayload(dst []byte, v Value) []byte {
+	if v.IsAbsent() {
+		return append(dst, "null"...)
+	}
+	return appendFileForm(dst, v)
+}
+
+func appendNullableString(dst []byte, s string) []byte {
+	if s == "" {
+		return append(dst, "null"...)
+	}
+	return appendQuoted(dst, s)
+}
+
+func appendNullableInt(dst []byte, p *int64) []byte {
+	if p == nil {
+		return append(dst, "null"...)
+	}
+	return strconv.AppendInt(dst, *p, 10)
+}
+
+func appendNullableFloat(dst []byte, p *float64) []byte {
+	if p == nil {
+		return append(dst, "null"...)
+	}
+	return AppendFloatPydantic(dst, *p)
+}

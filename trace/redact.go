@@ -1,0 +1,302 @@
+package trace
+
+import (
+	"errors"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// Redacted is what a redacted value is replaced with.
+const Redacted = "[REDACTED]"
+
+// ManifestEventID is the event_id of redaction entries that concern
+// manifest.json rather than an event.
+const ManifestEventID = "__manifest__"
+
+// Redaction reasons.
+const (
+	ReasonSensitiveKey      = "sensitive_key"
+	ReasonCredentialPattern = "credential_pattern"
+)
+
+// ErrProtectedField is returned when a credential pattern appears in a field
+// that redaction must not change (an id, a status, a hash…): the trace cannot
+// be written without either leaking the secret or corrupting its structure.
+var ErrProtectedField = errors.New("credential pattern found in protected structural field")
+
+// RedactionEntry is one entry of redactions.json: where a value was redacted
+// and why. It never holds the secret, a hash of it or any other encoding.
+type RedactionEntry struct {
+	EventID     string // the event id, or ManifestEventID
+	Path        string // JSON Pointer from the event (or manifest) root
+	Reason      string // ReasonSensitiveKey or ReasonCredentialPattern
+	Replacement string // always Redacted
+}
+
+// Finding is one redaction made by RedactValue: a JSON Pointer relative to the
+// value's root and the reason.
+type Finding struct {
+	Path   string
+	Reason string
+}
+
+// sensitiveKeys are the normalized keys whose values are always redacted.
+var sensitiveKeys = map[string]bool{
+	"apikey": true, "accesstoken": true, "refreshtoken": true, "authtoken": true,
+	"authorization": true, "password": true, "passwd": true, "secret": true,
+	"clientsecret": true, "privatekey": true, "sessiontoken": true, "bearertoken": true,
+}
+
+// IsSensitiveKey reports whether values under key are redacted: the key,
+// lowercased with everything but [a-z0-9] removed, is one of apikey,
+// accesstoken, refreshtoken, authtoken, authorization, password, passwd,
+// secret, clientsecret, privatekey, sessiontoken or bearertoken. So api_key,
+// API-KEY, accessToken and clientSecret are sensitive; token, secret_key and
+// x-api-key are not.
+func IsSensitiveKey(key string) bool {
+	if len(key) > 32 {
+		return false // no normalized sensitive key is that long with separators
+	}
+	var buf [32]byte
+	n := 0
+	for _, r := range strings.ToLower(key) {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			buf[n] = byte(r)
+			n++
+		}
+	}
+	return sensitiveKeys[string(buf[:n])]
+}
+
+// Python's \s and \b are Unicode-aware; RE2's are ASCII. The space class below
+// covers every character Python's \s matches, so Go redacts at least what
+// Python does. \b stays ASCII: Go may redact a token Python would keep (after
+// a non-ASCII letter), never the reverse.
+const pySpace = `[\s\x{1c}-\x{1f}\x{85}\p{Z}]`
+
+var credentialPatterns = []struct {
+	re   *regexp.Regexp
+	keep bool // keep group 1
+}{
+	{regexp.MustCompile(`(?i)(Authorization:` + pySpace + `*Bearer` + pySpace + `+)([A-Za-z0-9._~+/=-]{8,})`), true},
+	{regexp.MustCompile(`(?i)(Bearer` + pySpace + `+)([A-Za-z0-9._~+/=-]{8,})`), true},
+	{regexp.MustCompile(`\b(sk-[A-Za-z0-9_-]{8,})\b`), false},
+	{regexp.MustCompile(`\b(ghp_[A-Za-z0-9_]{8,})\b`), false},
+	{regexp.MustCompile(`\b(gho_[A-Za-z0-9_]{8,})\b`), false},
+	{regexp.MustCompile(`\b(github_pat_[A-Za-z0-9_]{8,})\b`), false},
+}
+
+// mayHoldCredential is a cheap filter: a string with none of these substrings
+// cannot match any credential pattern.
+func mayHoldCredential(s string) bool {
+	return strings.Contains(s, "sk-") || strings.Contains(s, "gh") || containsFoldBearer(s)
+}
+
+// containsFoldBearer reports whether s contains "bearer" in any ASCII case.
+func containsFoldBearer(s string) bool {
+	for i := 0; i+6 <= len(s); i++ {
+		if c := s[i]; (c == 'b' || c == 'B') && strings.EqualFold(s[i:i+6], "bearer") {
+			return true
+		}
+	}
+	return false
+}
+
+// RedactString applies the six credential patterns to s and reports whether
+// anything was replaced. The string "[REDACTED]" is left as it is.
+func RedactString(s string) (string, bool) {
+	if s == Redacted || !mayHoldCredential(s) {
+		return s, false
+	}
+	out := s
+	for _, p := range credentialPatterns {
+		if p.keep {
+			out = p.re.ReplaceAllString(out, "${1}"+Redacted)
+		} else {
+			out = p.re.ReplaceAllLiteralString(out, Redacted)
+		}
+	}
+	return out, out != s
+}
+
+// mayNeedRedaction is a cheap filter over canonical text: a value without any
+// of these substrings has neither a sensitive key nor a credential.
+func mayNeedRedaction(s string) bool {
+	if mayHoldCredential(s) {
+		return true
+	}
+	l := strings.ToLower(s)
+	return strings.Contains(l, "key") || strings.Contains(l, "token") || strings.Contains(l, "auth") ||
+		strings.Contains(l, "passw") || strings.Contains(l, "secret")
+}
+
+// RedactValue returns v with every value under a sensitive key replaced by
+// "[REDACTED]" and credential patterns replaced inside every other string, and
+// the findings with JSON Pointer paths (RFC 6901) relative to v. v itself is
+// not changed (Values are immutable). Redacting a redacted value finds
+// nothing.
+func RedactValue(v Value) (Value, []Finding) {
+	if v.IsAbsent() || !mayNeedRedaction(v.raw) {
+		return v, nil
+	}
+	var fs []Finding
+	out := redactWalk(v, "", &fs)
+	return out, fs
+}
+
+var redactedValue = StringValue(Redacted)
+
+func redactWalk(v Value, path string, fs *[]Finding) Value {
+	switch v.Kind() {
+	case String:
+		s, _ := v.Str()
+		if r, ok := RedactString(s); ok {
+			*fs = append(*fs, Finding{path, ReasonCredentialPattern})
+			return StringValue(r)
+		}
+		return v
+	case Array:
+		if !mayNeedRedaction(v.raw) {
+			return v
+		}
+		var elems []Value
+		changed := false
+		for i, e := range v.Elems() {
+			r := redactWalk(e, path+"/"+strconv.Itoa(i), fs)
+			changed = changed || r != e
+			elems = append(elems, r)
+		}
+		if !changed {
+			return v
+		}
+		out, _ := ArrayValue(elems...)
+		return out
+	case Object:
+		if !mayNeedRedaction(v.raw) {
+			return v
+		}
+		var ms []Member
+		changed := false
+		for k, x := range v.Members() {
+			p := path + "/" + escapePointer(k)
+			r := x
+			if IsSensitiveKey(k) {
+				if x != redactedValue {
+					r = redactedValue
+					*fs = append(*fs, Finding{p, ReasonSensitiveKey})
+				}
+			} else {
+				r = redactWalk(x, p, fs)
+			}
+			changed = changed || r != x
+			ms = append(ms, Member{k, r})
+		}
+		if !changed {
+			return v
+		}
+		out, _ := ObjectValue(ms...)
+		return out
+	}
+	return v
+}
+
+func escapePointer(s string) string {
+	if !strings.ContainsAny(s, "~/") {
+		return s
+	}
+	return strings.NewReplacer("~", "~0", "/", "~1").Replace(s)
+}
+
+// RedactEvent returns a redacted copy of ev and the redactions.json entries
+// for it, in the order Python finds them (fields by name, then depth first by
+// key). The paths are also appended to the copy's Redactions list (existing
+// entries first, no duplicates). A credential in a protected field (id,
+// run_id, parent_id, type, status, replay_policy, hashes, redactions,
+// run_status) is ErrProtectedField.
+func RedactEvent(ev Event) (Event, []RedactionEntry, error) {
+	protected := append([]string{ev.ID, ev.RunID, ev.ParentID, string(ev.Type), string(ev.Status),
+		string(ev.ReplayPolicy), ev.InputHash, ev.OutputHash, string(ev.RunStatus)}, ev.Redactions...)
+	for _, s := range protected {
+		if _, hit := RedactString(s); hit {
+			return ev, nil, ErrProtectedField
+		}
+	}
+	out := ev.Clone()
+	var entries []RedactionEntry
+	add := func(path, reason string) {
+		entries = append(entries, RedactionEntry{EventID: ev.ID, Path: path, Reason: reason, Replacement: Redacted})
+	}
+	// The redactable fields in sorted order; each is a string or a payload.
+	for _, f := range []struct {
+		name string
+		s    *string
+		v    *Value
+	}{{"after", nil, &out.After}, {"before", nil, &out.Before}, {"details", nil, &out.Details},
+		{"error_type", &out.ErrorType, nil}, {"input", nil, &out.Input}, {"key", &out.Key, nil},
+		{"message", &out.Message, nil}, {"model", &out.Model, nil}, {"name", &out.Name, nil},
+		{"output", nil, &out.Output}, {"provider", &out.Provider, nil}} {
+		if f.s != nil {
+			if r, ok := RedactString(*f.s); ok {
+				*f.s = r
+				add("/"+f.name, ReasonCredentialPattern)
+			}
+			continue
+		}
+		r, fs := RedactValue(*f.v)
+		*f.v = r
+		for _, x := range fs {
+			add("/"+f.name+x.Path, x.Reason)
+		}
+	}
+	if len(entries) > 0 {
+		have := make(map[string]bool, len(out.Redactions))
+		for _, p := range out.Redactions {
+			have[p] = true
+		}
+		for _, e := range entries {
+			if !have[e.Path] {
+				out.Redactions = append(out.Redactions, e.Path)
+				have[e.Path] = true
+			}
+		}
+	}
+	return out, entries, nil
+}
+
+// RedactManifest returns a redacted copy of m and its entries (event id
+// ManifestEventID). agent_name, failure.type, failure.message and the
+// environment strings are redactable; run_id is protected.
+func RedactManifest(m Manifest) (Manifest, []RedactionEntry, error) {
+	if _, hit := RedactString(m.RunID); hit {
+		return m, nil, ErrProtectedField
+	}
+	out := m
+	var entries []RedactionEntry
+	add := func(path string, p *string) {
+		if r, ok := RedactString(*p); ok {
+			*p = r
+			entries = append(entries, RedactionEntry{ManifestEventID, path, ReasonCredentialPattern, Redacted})
+		}
+	}
+	add("/agent_name", &out.AgentName)
+	env := out.Environment
+	for _, f := range []struct {
+		name string
+		p    **string
+	}{{"os", &env.OS}, {"python", &env.Python}, {"stepfork_version", &env.StepforkVersion}} {
+		if *f.p != nil {
+			s := **f.p
+			add("/environment/"+f.name, &s)
+			*f.p = &s
+		}
+	}
+	out.Environment = env
+	if m.Failure != nil {
+		f := *m.Failure
+		add("/failure/message", &f.Message)
+		add("/failure/type", &f.Type)
+		out.Failure = &f
+	}
+	return out, entries, nil
+}
