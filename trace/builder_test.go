@@ -14,7 +14,7 @@ func TestBuilderSavesAndLoads(t *testing.T) {
 	b.State("choice", nil, "B")
 	b.RunEnd(RunCompleted, map[string]any{"booked": true})
 	tr := b.MustTrace()
-	if tr.Totals.Events != 8 || tr.Totals.LLMCalls != 1 || tr.Totals.ToolCalls != 1 {
+	if tr.Totals.Events != 7 || tr.Totals.LLMCalls != 1 || tr.Totals.ToolCalls != 1 {
 		t.Errorf("totals = %+v", tr.Totals)
 	}
 	if ev, _ := tr.Event(call); ev == nil || ev.ParentID != "evt_001" || ev.Step != 3 {
@@ -31,8 +31,8 @@ func TestBuilderSavesAndLoads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(back.Events) != 8 || back.Events[7].ParentID != "" || back.Status != RunCompleted {
-		t.Errorf("loaded %d events, run_end parent %q, status %s", len(back.Events), back.Events[7].ParentID, back.Status)
+	if len(back.Events) != 7 || back.Events[6].ParentID != "" || back.Status != RunCompleted {
+		t.Errorf("loaded %d events, run_end parent %q, status %s", len(back.Events), back.Events[6].ParentID, back.Status)
 	}
 	if r := VerifyIntegrity(dst); r.Status != IntegrityVerified {
 		t.Errorf("integrity = %+v", r)

@@ -81,4 +81,3 @@ func firstDiff(want, got []byte) string {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
-
