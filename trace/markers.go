@@ -1,0 +1,102 @@
+package trace
+
+import "strings"
+
+// Runtime markers.
+//
+// Go agents record more than tools and models: named phases, decisions a fork
+// may force, knobs, and the nondeterminism they read. stepfork v0.1 has no
+// event types for these and rejects unknown keys, so they are recorded as
+// state_change events whose key starts with '@' (a prefix reserved for this
+// purpose; user state keys must not start with '@'). Python stepfork reads
+// them as ordinary state changes. Each marker's payload is in "after"; "before"
+// is null.
+//
+//	key        after                                                  written by
+//	@node      {"name":"write","phase":"enter"}                       replay.Node, entering a phase
+//	@node      {"name":"write","phase":"exit","status":"ok"}          replay.Node, leaving it
+//	           {"name":"write","phase":"exit","status":"error","error":"…"}
+//	@decision  {"name":"route","kind":"decision","value":<json>}      replay.Decide
+//	           {"name":"refund","kind":"approval","value":<json>}     replay.Approve (human approval)
+//	@param     {"name":"max_results","value":<json>}                  replay.Param
+//	@now       {"value":"2026-01-01T00:00:00.000001Z"}                replay.Now
+//	@id        {"value":"…"}                                          replay.NewID
+//	@effect    {"name":"roll_dice","value":<json>}                    replay.SideEffect
+//
+// A forced decision, parameter or effect value adds "forced":true. Plain state
+// writes (replay.Set) are ordinary state_change events with the user's key,
+// the previous value in "before" and the new one in "after".
+const (
+	MarkerNode     = "@node"
+	MarkerDecision = "@decision"
+	MarkerParam    = "@param"
+	MarkerNow      = "@now"
+	MarkerID       = "@id"
+	MarkerEffect   = "@effect"
+)
+
+// Node marker phases and decision kinds.
+const (
+	PhaseEnter     = "enter"
+	PhaseExit      = "exit"
+	KindDecision   = "decision"
+	KindApproval   = "approval"
+	NodeStatusOK   = "ok"
+	NodeStatusFail = "error"
+)
+
+// IsMarker reports whether ev is a runtime marker (a state_change whose key
+// starts with '@').
+func (e *Event) IsMarker() bool {
+	return e.Type == StateChange && strings.HasPrefix(e.Key, "@")
+}
+
+// Marker is the decoded payload of a runtime marker event.
+type Marker struct {
+	Key    string // MarkerNode, MarkerDecision, …
+	Name   string // node, decision, parameter or effect name
+	Phase  string // @node: PhaseEnter or PhaseExit
+	Status string // @node exit: NodeStatusOK or NodeStatusFail
+	Error  string // @node exit with an error: its message
+	Kind   string // @decision: KindDecision or KindApproval
+	Value  Value  // @decision, @param, @now, @id, @effect
+	Forced bool   // the value was forced by a fork
+}
+
+// Marker decodes a runtime marker; ok is false when ev is not one.
+func (e *Event) Marker() (m Marker, ok bool) {
+	if !e.IsMarker() {
+		return m, false
+	}
+	m.Key = e.Key
+	a := e.After
+	str := func(k string) string { s, _ := a.Get(k).Str(); return s }
+	m.Name, m.Phase, m.Status, m.Error, m.Kind = str("name"), str("phase"), str("status"), str("error"), str("kind")
+	m.Value = a.Get("value")
+	m.Forced, _ = a.Get("forced").BoolOf()
+	return m, true
+}
+
+// MarkerEvent returns a state_change event for m (id, run id, step, parent and
+// time are left for the caller to fill).
+func MarkerEvent(m Marker) Event {
+	ms := []Member{}
+	add := func(k, v string) {
+		if v != "" {
+			ms = append(ms, Member{k, StringValue(v)})
+		}
+	}
+	add("name", m.Name)
+	add("phase", m.Phase)
+	add("status", m.Status)
+	add("error", m.Error)
+	add("kind", m.Kind)
+	if !m.Value.IsAbsent() {
+		ms = append(ms, Member{"value", m.Value})
+	}
+	if m.Forced {
+		ms = append(ms, Member{"forced", TrueValue})
+	}
+	after, _ := ObjectValue(ms...)
+	return Event{Type: StateChange, Status: StatusOK, ReplayPolicy: PolicyFrozen, Key: m.Key, Before: NullValue, After: after}
+}
