@@ -496,3 +496,8 @@ func syncDir(dir string) {
 		d.Close()
 	}
 }
+
+// RunTrace returns tr itself. It lets a *Trace stand wherever a run is
+// expected (assertions accept anything with a RunTrace method: traces, replay
+// results, fork variants).
+func (tr *Trace) RunTrace() *Trace { return tr }
