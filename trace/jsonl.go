@@ -9,7 +9,7 @@ import (
 )
 
 // MaxLineBytes is the longest line of events.jsonl that the readers accept
-// (64 MiB). A longer line is refused with an error naming its line number
+// (64 MiB, not counting the line ending). A longer line is refused with an error naming its line number
 // instead of being buffered without bound.
 const MaxLineBytes = 64 << 20
 

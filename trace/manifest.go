@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -130,7 +131,8 @@ func parseManifest(name string, data []byte) (Manifest, error) {
 				return m, bad("%v", err)
 			}
 			if m.CreatedAt, err = parseTimestamp(k, s); err != nil {
-				return m, bad("%v", errors.Unwrap(err))
+				// parseTimestamp's errors wrap errInvalidEvent; keep only the detail.
+				return m, bad("%s", strings.TrimPrefix(err.Error(), errInvalidEvent.Error()+": "))
 			}
 		case "status":
 			s, err := strField(f, k)

@@ -181,7 +181,7 @@ func (l *lineReader) next() ([]byte, int, error) {
 	if err == bufio.ErrBufferFull {
 		l.long = append(l.long[:0], line...)
 		for err == bufio.ErrBufferFull {
-			if len(l.long) > MaxLineBytes {
+			if len(l.long) > MaxLineBytes+len("\r\n") {
 				return nil, l.n + 1, &LineError{File: l.name, Line: l.n + 1, Msg: fmt.Sprintf("line is longer than the limit of %d bytes", MaxLineBytes)}
 			}
 			line, err = l.br.ReadSlice('\n')
@@ -196,14 +196,14 @@ func (l *lineReader) next() ([]byte, int, error) {
 		return nil, l.n, io.EOF
 	}
 	l.n++
-	if len(line) > MaxLineBytes {
-		return nil, l.n, &LineError{File: l.name, Line: l.n, Msg: fmt.Sprintf("line is longer than the limit of %d bytes", MaxLineBytes)}
-	}
 	if l.n == 1 && bytes.HasPrefix(line, utf8BOM) {
 		return nil, l.n, &LineError{File: l.name, Line: 1, Msg: "invalid JSON: unexpected UTF-8 byte order mark; save the file as UTF-8 without a BOM"}
 	}
 	line = bytes.TrimSuffix(line, []byte{'\n'})
 	line = bytes.TrimSuffix(line, []byte{'\r'})
+	if len(line) > MaxLineBytes { // the line ending does not count
+		return nil, l.n, &LineError{File: l.name, Line: l.n, Msg: fmt.Sprintf("line is longer than the limit of %d bytes", MaxLineBytes)}
+	}
 	return line, l.n, nil
 }
 
