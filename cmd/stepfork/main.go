@@ -62,7 +62,7 @@ type command struct {
 
 // commands lists the subcommands in the order help shows them.
 func commands() []*command {
-	return []*command{inspectCmd}
+	return []*command{inspectCmd, exportCmd}
 }
 
 func lookup(name string) *command {
@@ -136,7 +136,12 @@ func (c *command) run(e *env, args []string) int {
 
 // usageError prints a usage error naming the command and returns exitInput.
 func (c *command) usageError(e *env, format string, args ...any) int {
-	fmt.Fprintf(e.stderr, "stepfork %s: %s\nRun 'stepfork help %s' for usage.\n", c.name, fmt.Sprintf(format, args...), c.name)
+	return usageError(e, c.name, format, args...)
+}
+
+// usageError prints a usage error of the named command and returns exitInput.
+func usageError(e *env, name, format string, args ...any) int {
+	fmt.Fprintf(e.stderr, "stepfork %s: %s\nRun 'stepfork help %s' for usage.\n", name, fmt.Sprintf(format, args...), name)
 	return exitInput
 }
 
@@ -145,9 +150,10 @@ func (c *command) usageError(e *env, format string, args ...any) int {
 func missingArgs(usage string, have int) string {
 	var names []string
 	for f := range strings.FieldsSeq(usage) {
-		if f == strings.ToUpper(f) && !strings.HasPrefix(f, "[") && !strings.HasPrefix(f, "(") && !strings.HasPrefix(f, "-") {
-			names = append(names, f)
+		if strings.ContainsAny(f[:1], "[(-") {
+			break
 		}
+		names = append(names, f)
 	}
 	if have >= len(names) {
 		return "argument"
