@@ -552,9 +552,9 @@ func TestNonContiguousSteps(t *testing.T) {
 func TestBrokenStructure(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name  string
+		name   string
 		break_ func(tr *trace.Trace)
-		want  string
+		want   string
 	}{
 		{"parent after child", func(tr *trace.Trace) { tr.Events[2].ParentID = "evt_004" },
 			"cannot fork at step 5: event evt_003 (step 2) has parent evt_004, which the fork would not keep before it"},
