@@ -1,0 +1,478 @@
+package replay
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/stepfork/stepfork/trace"
+)
+
+// intercept is a dependency call the agent made.
+type intercept struct {
+	kind            CallKind
+	name            string // tool name
+	provider, model string
+	input           trace.Value // after redaction
+	fp              string
+	parent, node    string
+	position        int
+	occurrence      int
+}
+
+// label is the tool name, or provider/model.
+func (ic *intercept) label() string {
+	if ic.kind == KindLLM {
+		return trace.LLMLabel(ic.provider, ic.model)
+	}
+	return ic.name
+}
+
+// actual is the name stepfork prints for the call the agent made: the tool
+// name or the model.
+func (ic *intercept) actual() string {
+	if ic.kind == KindLLM {
+		return ic.model
+	}
+	return ic.name
+}
+
+func (ic *intercept) fingerprint() string {
+	if ic.fp == "" {
+		ic.fp = trace.Hash(ic.input)
+	}
+	return ic.fp
+}
+
+func (ic *intercept) descriptor() string {
+	return descriptor(ic.kind, ic.name, ic.provider, ic.model)
+}
+
+// decision is what the session does with one dependency call.
+type decision struct {
+	act     actionKind // actServe, actExecute, actBlock or actFail
+	rec     *rec       // the recorded call matched, if any
+	value   trace.Value
+	failure *RecordedError
+	input   trace.Value // patched input (Absent: the agent's)
+	model   string      // patched model ("": the agent's)
+	reason  string
+	err     error
+}
+
+// dispatchLocked decides what to do with a dependency call: record it, ask
+// the Director, or match it strictly (stepfork-format.md §5.4).
+func (s *session) dispatchLocked(ic *intercept) decision {
+	s.position++
+	ic.position = s.position
+	ic.occurrence = s.occurrenceLocked(ic.kind, ic.label())
+	if s.plan == nil {
+		return decision{act: actExecute}
+	}
+	if d := s.cfg.director; d != nil {
+		c := Call{Kind: ic.kind, Name: ic.label(), Provider: ic.provider, Model: ic.model, Input: ic.input,
+			Position: ic.position, Occurrence: ic.occurrence, Parent: ic.parent, Node: ic.node}
+		if r := s.plan.at(); r != nil {
+			c.Cursor = &r.Recorded
+		}
+		m := s.plan.match(ic.kind, ic.name, ic.provider, ic.model, ic.fingerprint(), "", false)
+		if m != nil {
+			c.Match = &m.Recorded
+		}
+		a := d.Direct(&c)
+		switch a.kind {
+		case actServe:
+			return decision{act: actServe, value: a.value}
+		case actServeMatch:
+			if m == nil {
+				return decision{act: actFail, err: &MismatchError{Call: ic.position, Kind: ic.kind, Label: ic.label(), Step: -1,
+					msg: fmt.Sprintf("call #%d: no unconsumed recorded %s call '%s' has this input\n  actual: %s\n  actual input fingerprint: %s",
+						ic.position, ic.kind, ic.label(), ic.descriptor(), ic.fingerprint())}}
+			}
+			s.plan.consume(m)
+			s.plan.skipNested(m)
+			return serveRecorded(m)
+		case actExecute:
+			return decision{act: actExecute, input: a.input, model: a.model}
+		case actBlock:
+			return decision{act: actBlock, reason: a.reason}
+		case actFail:
+			return decision{act: actFail, err: a.err}
+		}
+	}
+	return s.strictLocked(ic)
+}
+
+func serveRecorded(r *rec) decision {
+	d := decision{act: actServe, rec: r, value: r.Output}
+	if r.Status == trace.StatusError {
+		typ, msg := r.ErrorType, r.Message
+		if typ == "" {
+			typ = "DependencyError"
+		}
+		if msg == "" {
+			msg = "recorded dependency failure"
+		}
+		d.failure = &RecordedError{Kind: r.Kind, Label: r.Label, Type: typ, Message: msg}
+	}
+	return d
+}
+
+func fail(err error) decision { return decision{act: actFail, err: err} }
+
+// strictLocked is stepfork's matching: mode gates, then the call at the
+// cursor (or, with Concurrent, the matching pending call in its scope).
+func (s *session) strictLocked(ic *intercept) decision {
+	switch s.cfg.mode {
+	case ModeForbidden:
+		return fail(&PolicyError{ic.kind, ic.label(), fmt.Sprintf("replay mode 'forbidden' rejects the %s call '%s'", ic.kind, ic.label())})
+	case ModeManual:
+		return fail(&PolicyError{ic.kind, ic.label(), fmt.Sprintf("replay mode 'manual' requires approval before handling the %s call '%s'", ic.kind, ic.label())})
+	case ModeDerived:
+		return fail(&PolicyError{ic.kind, ic.label(), "replay mode 'derived' is not supported in v0.1"})
+	}
+	r := s.plan.at()
+	if r == nil {
+		return fail(s.exhausted(ic))
+	}
+	if s.cfg.concurrent {
+		return s.concurrentLocked(ic)
+	}
+	n := s.matched + 1
+	mismatch := func(format string, args ...any) decision {
+		msg := fmt.Sprintf(format, args...) + fmt.Sprintf("\n  recorded: %s\n  actual:   %s",
+			descriptor(r.Kind, r.Call.Name, r.Call.Provider, r.Call.Model), ic.descriptor())
+		return fail(&MismatchError{Call: n, Kind: ic.kind, Label: r.Label, Step: r.Call.Step, EventID: r.Call.ID, msg: msg})
+	}
+	switch {
+	case r.Kind != ic.kind:
+		return mismatch("call #%d: expected %s '%s' but the agent made a %s call '%s'", n, r.Kind, r.Label, ic.kind, ic.actual())
+	case ic.kind == KindTool && r.Call.Name != ic.name:
+		return mismatch("call #%d: expected tool '%s' but the agent called '%s'", n, r.Label, ic.name)
+	case ic.kind == KindLLM && r.Call.Model != ic.model:
+		d := mismatch("call #%d: expected LLM model '%s' but the agent used '%s'", n, r.Call.Model, ic.model)
+		return withModelFingerprints(d, r, ic)
+	case ic.kind == KindLLM && r.Call.Provider != ic.provider:
+		d := mismatch("call #%d: expected provider %s but the agent used %s", n, pyStr(r.Call.Provider), pyStr(ic.provider))
+		return withModelFingerprints(d, r, ic)
+	}
+	return s.takeLocked(ic, r, n)
+}
+
+func withModelFingerprints(d decision, r *rec, ic *intercept) decision {
+	m := d.err.(*MismatchError)
+	m.msg += fmt.Sprintf("\n  recorded model fingerprint: %s\n  actual model fingerprint: %s",
+		modelFingerprint(r.Call.Provider, r.Call.Model), modelFingerprint(ic.provider, ic.model))
+	return d
+}
+
+func (s *session) exhausted(ic *intercept) error {
+	total := 0
+	for i := range s.plan.calls {
+		if !s.plan.calls[i].skipped {
+			total++
+		}
+	}
+	return &ExhaustedError{Kind: ic.kind, Label: ic.actual(), msg: fmt.Sprintf(
+		"unexpected %s call '%s': all %d recorded dependency call(s) were already consumed\n  actual: %s\n  actual input fingerprint: %s",
+		ic.kind, ic.actual(), total, ic.descriptor(), ic.fingerprint())}
+}
+
+// concurrentLocked matches ic with the earliest pending recorded call of the
+// same identity and input fingerprint under the same parent.
+func (s *session) concurrentLocked(ic *intercept) decision {
+	baseParent, scoped := s.baseOf[ic.parent]
+	r := s.plan.match(ic.kind, ic.name, ic.provider, ic.model, ic.fingerprint(), baseParent, scoped)
+	if r != nil {
+		return s.takeLocked(ic, r, r.Position)
+	}
+	var (
+		listed  []string
+		closest *rec
+		more    int
+	)
+	for _, p := range s.plan.pending() {
+		if scoped && p.Call.ParentID != baseParent {
+			continue
+		}
+		if len(listed) == 5 {
+			more++
+		} else {
+			listed = append(listed, fmt.Sprintf("#%d %s %s", p.Position, p.Kind, p.Label))
+		}
+		if closest == nil && p.Kind == ic.kind && p.Label == ic.label() {
+			closest = p
+		}
+	}
+	msg := fmt.Sprintf("call #%d: %s '%s' matches no pending recorded call in its scope (concurrent matching)\n  actual: %s\n  actual input fingerprint: %s",
+		ic.position, ic.kind, ic.label(), ic.descriptor(), ic.fingerprint())
+	if len(listed) > 0 {
+		msg += "\n  pending in scope: " + strings.Join(listed, ", ")
+		if more > 0 {
+			msg += fmt.Sprintf(" (+%d more)", more)
+		}
+	}
+	e := &MismatchError{Call: ic.position, Kind: ic.kind, Label: ic.label(), Step: -1, msg: msg}
+	if closest != nil {
+		e.Step, e.EventID, e.Recorded, e.Actual = closest.Call.Step, closest.Call.ID, inputOf(closest.Call), ic.input
+		e.Label = closest.Label
+	}
+	return fail(e)
+}
+
+// takeLocked runs the checks of §5.4 steps 4–12 on the recorded call r that
+// ic was matched with, and consumes it.
+func (s *session) takeLocked(ic *intercept, r *rec, n int) decision {
+	hybridLive := s.cfg.mode == ModeHybrid && ic.kind == KindLLM && s.liveModels[r.Label]
+	base := MismatchError{Call: n, Kind: ic.kind, Label: r.Label, Step: r.Call.Step, EventID: r.Call.ID}
+	mismatch := func(msg string) decision { e := base; e.msg = msg; return fail(&e) }
+	recorded := inputOf(r.Call)
+	if stored := r.Call.InputHash; stored != "" && stored != r.fingerprint() {
+		return mismatch(fmt.Sprintf("call #%d: recorded %s '%s' has an invalid input fingerprint\n  recorded input fingerprint: %s\n  computed input fingerprint: %s\n  %s",
+			n, r.Kind, r.Label, stored, r.fingerprint(), validateAdvice))
+	}
+	if !hybridLive && recorded != ic.input {
+		fp := r.Call.InputHash
+		if fp == "" {
+			fp = r.fingerprint() + " (computed; recording had no stored input_hash)"
+		}
+		e := base
+		e.Recorded, e.Actual = recorded, ic.input
+		e.msg = fmt.Sprintf("call #%d: %s '%s' input diverged from the recording\n  recorded input fingerprint: %s\n  actual input fingerprint: %s\n  recorded: %s\n  actual:   %s",
+			n, r.Kind, r.Label, fp, ic.fingerprint(), preview(recorded), preview(ic.input))
+		return fail(&e)
+	}
+	switch r.Call.ReplayPolicy {
+	case trace.PolicyForbidden:
+		return fail(&PolicyError{ic.kind, r.Label, fmt.Sprintf("recorded %s call '%s' forbids automatic replay", r.Kind, r.Label)})
+	case trace.PolicyManual:
+		return fail(&PolicyError{ic.kind, r.Label, fmt.Sprintf("recorded %s call '%s' requires manual approval before replay", r.Kind, r.Label)})
+	}
+	if !hybridLive {
+		if r.Missing {
+			return mismatch(fmt.Sprintf("no captured result for recorded %s call '%s' at position %d", r.Kind, r.Label, n))
+		}
+		if r.Result != nil {
+			if stored := r.Result.OutputHash; stored != "" && stored != trace.Hash(r.Output) {
+				return mismatch(fmt.Sprintf("call #%d: recorded %s '%s' has an invalid output fingerprint\n  recorded output fingerprint: %s\n  computed output fingerprint: %s\n  %s",
+					n, r.Kind, r.Label, stored, trace.Hash(r.Output), validateAdvice))
+			}
+		}
+	}
+	if s.cfg.mode == ModeLive && ic.kind == KindTool && !s.liveTools[ic.name] {
+		return fail(&PolicyError{ic.kind, ic.name, fmt.Sprintf(
+			"live tool '%s' requires explicit authorization; pass allow_live_tools={'%s'} (replay.AllowLiveTools(%q))", ic.name, ic.name, ic.name)})
+	}
+	s.plan.consume(r)
+	s.matched++
+	if hybridLive || s.cfg.mode == ModeLive {
+		return decision{act: actExecute, rec: r}
+	}
+	s.plan.skipNested(r)
+	return serveRecorded(r)
+}
+
+const validateAdvice = "run `stepfork validate --verify-integrity` on the trace; legacy or tampered recordings cannot be used for strict replay"
+
+// runFunc runs a dependency's body with the (possibly patched) input and
+// model and returns its output as a Value.
+type runFunc func(ctx context.Context, input trace.Value, model string, patched bool) (trace.Value, error)
+
+// usageSlot is where ReportUsage writes, inside a model call's body.
+type usageSlot struct {
+	set   bool
+	usage Usage
+}
+
+// dependency handles one tool or model call end to end: dispatch, the events
+// of the new trace, and the body when it executes. raw is the agent's input
+// before redaction. served reports that the output comes from the recording
+// or a Director rather than from the body.
+func (s *session) dependency(ctx context.Context, sc *scope, ic *intercept, raw trace.Value, run runFunc) (out trace.Value, served bool, err error) {
+	ic.input, ic.parent, ic.node = redacted(raw), sc.parent, sc.node
+	s.mu.Lock()
+	d := s.dispatchLocked(ic)
+	input, model := raw, ic.model
+	if !d.input.IsAbsent() {
+		input = d.input
+	}
+	if d.model != "" {
+		model = d.model
+	}
+	callID := s.appendCallLocked(ic, input, model, d.rec)
+	if s.plan != nil && d.rec != nil {
+		s.baseOf[callID] = d.rec.Call.ID
+	}
+	switch d.act {
+	case actServe:
+		s.appendServedLocked(ic, callID, model, d)
+		s.noteCallLocked(ic, callID, Served, d.rec)
+		s.mu.Unlock()
+		if d.failure != nil {
+			return trace.Value{}, true, d.failure
+		}
+		return d.value, true, nil
+	case actBlock:
+		reason := d.reason
+		if reason == "" {
+			reason = "blocked by the director"
+		}
+		failure := failureOutput("Blocked", reason)
+		s.appendResultLocked(ic, callID, model, trace.StatusSkipped, failure, nil, nil)
+		s.noteCallLocked(ic, callID, Blocked, nil)
+		s.mu.Unlock()
+		return trace.Value{}, false, &BlockedError{Kind: ic.kind, Label: ic.label(), Reason: reason}
+	case actFail:
+		s.noteLocked(d.err)
+		s.appendFailureLocked(ic, callID, model, d.err)
+		s.noteCallLocked(ic, callID, Failed, d.rec)
+		s.mu.Unlock()
+		return trace.Value{}, false, d.err
+	}
+	s.noteCallLocked(ic, callID, Executed, d.rec)
+	s.mu.Unlock()
+
+	slot := &usageSlot{}
+	child := sc.child(ctx, callID, sc.node, slot)
+	start := time.Now()
+	done := false
+	defer func() {
+		if done {
+			return
+		}
+		p := recover()
+		s.mu.Lock()
+		s.appendFailureLocked(ic, callID, model, panicError{p})
+		s.mu.Unlock()
+		panic(p)
+	}()
+	out, err = run(child, input, model, !d.input.IsAbsent() || d.model != "")
+	done = true
+	ms := time.Since(start).Milliseconds()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		s.appendFailureLocked(ic, callID, model, err)
+		return out, false, err
+	}
+	var u *Usage
+	if slot.set {
+		u = &slot.usage
+	}
+	s.appendResultLocked(ic, callID, model, trace.StatusOK, out, &ms, u)
+	return out, false, nil
+}
+
+func (s *session) noteCallLocked(ic *intercept, callID string, o Outcome, r *rec) {
+	cr := CallRecord{Position: ic.position, Kind: ic.kind, Label: ic.label(), Outcome: o, EventID: callID}
+	if r != nil {
+		cr.Recorded = &r.Recorded
+	}
+	s.calls = append(s.calls, cr)
+	switch o {
+	case Served:
+		s.counts[0]++
+	case Executed:
+		s.counts[1]++
+	case Blocked:
+		s.counts[2]++
+	default:
+		s.counts[3]++
+	}
+}
+
+// appendCallLocked writes the tool_call or llm_request.
+func (s *session) appendCallLocked(ic *intercept, input trace.Value, model string, r *rec) string {
+	ev := trace.Event{ParentID: ic.parent, Input: input}
+	if r != nil {
+		ev.ReplayPolicy = r.Call.ReplayPolicy
+	}
+	if ic.kind == KindLLM {
+		ev.Type, ev.Provider, ev.Model = trace.LLMRequest, ic.provider, model
+	} else {
+		ev.Type, ev.Name = trace.ToolCall, ic.name
+	}
+	return s.appendLocked(ev)
+}
+
+// appendServedLocked writes a served result as if the call had happened: the
+// recorded result (and failure) of r, or the Director's value.
+func (s *session) appendServedLocked(ic *intercept, callID, model string, d decision) {
+	r := d.rec
+	if r == nil {
+		s.appendResultLocked(ic, callID, model, trace.StatusOK, d.value, nil, nil)
+		return
+	}
+	if ic.kind == KindTool {
+		res := trace.Event{Type: trace.ToolResult, ParentID: callID, Name: ic.name, Status: r.Status, Output: r.Output}
+		if r.Result != nil {
+			res.DurationMS = r.Result.DurationMS
+		}
+		resID := s.appendLocked(res)
+		if d.failure != nil && r.Failure != nil {
+			s.appendLocked(trace.Event{Type: trace.ErrorEvent, ParentID: resID, Status: trace.StatusError,
+				ErrorType: r.Failure.ErrorType, Message: r.Failure.Message, Details: r.Failure.Details})
+		}
+		return
+	}
+	if r.Result != nil {
+		res := r.Result.Clone()
+		s.appendLocked(trace.Event{Type: trace.LLMResponse, ParentID: callID, Model: res.Model, Status: res.Status,
+			Output: res.Output, DurationMS: res.DurationMS, PromptTokens: res.PromptTokens,
+			CompletionTokens: res.CompletionTokens, TotalTokens: res.TotalTokens, CostUSD: res.CostUSD})
+		return
+	}
+	if r.Failure != nil {
+		s.appendLocked(trace.Event{Type: trace.ErrorEvent, ParentID: callID, Status: trace.StatusError,
+			ErrorType: r.Failure.ErrorType, Message: r.Failure.Message, Details: r.Failure.Details})
+	}
+}
+
+// appendResultLocked writes a tool_result or llm_response.
+func (s *session) appendResultLocked(ic *intercept, callID, model string, st trace.Status, out trace.Value, ms *int64, u *Usage) {
+	if out.IsAbsent() {
+		out = trace.NullValue
+	}
+	if ic.kind == KindTool {
+		s.appendLocked(trace.Event{Type: trace.ToolResult, ParentID: callID, Name: ic.name, Status: st, Output: out})
+		return
+	}
+	ev := trace.Event{Type: trace.LLMResponse, ParentID: callID, Model: model, Status: st, Output: out, DurationMS: ms}
+	if u != nil {
+		ev.PromptTokens, ev.CompletionTokens, ev.TotalTokens = nonZero(u.PromptTokens), nonZero(u.CompletionTokens), nonZero(u.TotalTokens)
+		if u.CostUSD > 0 {
+			c := u.CostUSD
+			ev.CostUSD = &c
+		}
+	}
+	s.appendLocked(ev)
+}
+
+func nonZero(n int64) *int64 {
+	if n <= 0 {
+		return nil
+	}
+	return &n
+}
+
+// appendFailureLocked writes a failed call the way stepfork's recorder does:
+// for a tool, a tool_result with status error and output {error_type,
+// message} and an error event under it; for a model, an error event under
+// the request.
+func (s *session) appendFailureLocked(ic *intercept, callID, model string, err error) {
+	typ := errorType(err)
+	msg := errorMessage(err, typ)
+	parent := callID
+	if ic.kind == KindTool {
+		parent = s.appendLocked(trace.Event{Type: trace.ToolResult, ParentID: callID, Name: ic.name,
+			Status: trace.StatusError, Output: failureOutput(typ, msg)})
+	}
+	s.appendLocked(trace.Event{Type: trace.ErrorEvent, ParentID: parent, Status: trace.StatusError, ErrorType: typ, Message: msg})
+}
+
+func failureOutput(typ, msg string) trace.Value {
+	v, _ := trace.ObjectValue(trace.Member{Key: "error_type", Value: trace.StringValue(typ)},
+		trace.Member{Key: "message", Value: trace.StringValue(msg)})
+	return v
+}

@@ -1,0 +1,117 @@
+// Package replay is the runtime agent code calls through: it records a run
+// of an agent into a stepfork trace, and later runs the same code against
+// that trace, serving the recorded results so that nothing touches the world.
+//
+// Agent code stays ordinary Go. It reaches tools, models and state through
+// wrappers that take the context it was given; with no session in the
+// context every wrapper is a plain pass-through.
+//
+//	search := replay.Tool("search_flights", searchFlights)
+//
+//	agent := replay.Typed(func(ctx context.Context, in Trip) (Booking, error) {
+//		flights, err := search(ctx, SearchInput{From: in.From, To: in.To})
+//		if err != nil {
+//			return Booking{}, err
+//		}
+//		resp, err := replay.LLM(ctx, replay.Request{Provider: "openai", Model: "gpt-4o",
+//			Messages: []replay.Message{{Role: "user", Content: flights.Summary()}}}, client.Call)
+//		…
+//	})
+//
+//	rec, err := replay.Record(ctx, "booking", Trip{From: "KTM", To: "DEL"}, agent,
+//		replay.SaveTo("testdata/booking.sftrace"))
+//
+//	tr, _ := trace.Load("testdata/booking.sftrace")
+//	res, err := replay.Replay(ctx, tr, agent) // frozen: zero tool or model executions
+//
+// # Wrappers
+//
+//   - Tool(name, fn) returns a function with fn's signature; its calls are
+//     tool_call / tool_result events (a failure: a tool_result with status
+//     error and an error event under it).
+//   - LLM(ctx, req, call) records a provider-neutral Request and Response;
+//     LLMRaw(ctx, provider, model, body, call) does the same for raw JSON
+//     bodies (the form provider-specific requests and the HTTP transport
+//     use). ReportUsage adds token counts and cost from inside a call.
+//   - Node(ctx, name, fn) runs a named phase, between @node enter and exit
+//     markers; everything inside hangs under the enter marker.
+//   - Set(ctx, key, value) records a state write (state_change with the
+//     key's previous value in this run, or null); Read(ctx, key, current) is
+//     where a fork may patch state the agent reads.
+//   - Decide(ctx, name, computed) records a decision (@decision, kind
+//     decision); Approve(ctx, name, ask) a human approval (@decision, kind
+//     approval); Param(ctx, name, def) a knob (@param); a fork may force any
+//     of them.
+//   - Now(ctx) (@now), NewID(ctx) (@id) and SideEffect(ctx, name, fn)
+//     (@effect, Temporal's SideEffect) record nondeterminism once and serve
+//     it on replay.
+//
+// # Events and markers
+//
+// Traces are stepfork v0.1 bundles (see package trace). Every event gets
+// the next step and, as parent, the innermost enclosing event: run_start at
+// top level, the tool_call or llm_request whose body is running, or the
+// @node enter marker of the current node. Results and failures hang under
+// their call, as stepfork's recorder writes them; a failed run ends with a
+// run-level error event under run_start, the failure in the manifest, and a
+// run_end with parent null. Markers are state_change events with reserved
+// keys and their payload in "after":
+//
+//	@node      {"name":…,"phase":"enter"} / {"name":…,"phase":"exit","status":"ok"|"error"[,"error":…]}
+//	@decision  {"name":…,"kind":"decision"|"approval","value":…[,"forced":true]}
+//	@param     {"name":…,"value":…[,"forced":true]}
+//	@now       {"value":"2026-01-01T00:00:00.000001Z"}
+//	@id        {"value":"…"}
+//	@effect    {"name":…,"value":…} or {"name":…,"error":…}
+//
+// Everything is redacted (package trace's rules) as it is appended, before
+// it is kept in memory or written; error messages of this package only quote
+// redacted values.
+//
+// # Replay and matching
+//
+// A replay session matches the agent's tool and model calls with the
+// recorded ones using stepfork's strict cursor (stepfork-format.md §5.4):
+// kind, tool name, model and provider, the recorded input's stored hash,
+// then canonical equality of the redacted live input with the recorded
+// input; the recorded call's replay policy, a missing result, the recorded
+// output's hash, and in ModeLive the tool allow-list (refused before the body
+// runs and before the cursor advances). Null is hashed like any other value.
+// A recorded failure is served as a *RecordedError. Calls nested under a
+// served call are skipped, since its body does not run. The errors carry
+// stepfork's texts, followed by a report naming the recorded event and step
+// and, for a changed input, its cmp.Diff (-recorded +actual).
+//
+// Markers are served from their own cursors, by kind and name, in order:
+// Param, Now, NewID, SideEffect and Approve return the recorded value;
+// Decide checks that the computed value equals the recorded one. A marker
+// the recording does not have, or a decision that differs, is a divergence
+// too. State writes are not matched: they are re-recorded, and a difference
+// shows in the diff of the replay's trace against the base.
+//
+// The first divergence is kept in Result.Divergence even when the agent
+// swallows the error. With Concurrent, calls made from several goroutines
+// are matched regardless of order, among the pending calls of the same
+// parent, by kind, name and input fingerprint.
+//
+// # The replay's own trace
+//
+// Every replay records a complete new trace (Result.Trace): served results
+// as if they had happened, live calls as they happened. While each event
+// equals the base event at the same position, the base's event id is reused;
+// so the frozen replay of an unchanged agent has the base's events, ids,
+// payloads and parents (only the run id, timestamps and durations are new),
+// and a fork's unchanged prefix keeps the base's ids. A served failure's error text is
+// the recorded message, so the agent sees (and the new trace records) what
+// it saw when the run was recorded.
+//
+// # Directors
+//
+// A Director (WithDirector) is consulted for every intercepted call with a
+// *Call describing it (kind, name, input, position, occurrence, parent, node,
+// the recorded call at the cursor and the earliest unconsumed recorded call
+// with the same input) and answers with an Action: Strict, Serve a value,
+// ServeMatch the equal recorded call, Execute live (optionally with a patched
+// input or model), Block, or Fail. Package fork builds counterfactual runs on
+// it.
+package replay

@@ -1,0 +1,443 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/stepfork/stepfork/trace"
+)
+
+// Node runs fn as a named phase of the agent. It records an @node enter
+// marker, runs fn with a context whose events hang under that marker, and
+// records an @node exit marker (status ok, or error with the error's text)
+// under it too. Nodes nest. fn's error is returned as is; a panic is recorded
+// as an error exit and re-raised. Nodes are the boundaries forks address
+// (BeforeNode, AfterNode); they are re-recorded on replay, not matched. With
+// no session in the context it is fn(ctx).
+func Node(ctx context.Context, name string, fn func(context.Context) error) error {
+	sc := fromContext(ctx)
+	if sc == nil {
+		return fn(ctx)
+	}
+	if name == "" {
+		return errors.New("replay.Node: the node name is empty")
+	}
+	s := sc.s
+	s.mu.Lock()
+	ev := trace.MarkerEvent(trace.Marker{Key: trace.MarkerNode, Name: name, Phase: trace.PhaseEnter})
+	ev.ParentID = sc.parent
+	enter := s.appendLocked(ev)
+	if s.plan != nil {
+		s.mapNodeLocked(enter, name, sc.parent)
+	}
+	s.mu.Unlock()
+
+	exit := func(err error) {
+		m := trace.Marker{Key: trace.MarkerNode, Name: name, Phase: trace.PhaseExit, Status: trace.NodeStatusOK}
+		if err != nil {
+			m.Status, m.Error = trace.NodeStatusFail, errorMessage(err, errorType(err))
+		}
+		ev := trace.MarkerEvent(m)
+		ev.ParentID = enter
+		s.mu.Lock()
+		s.appendLocked(ev)
+		s.mu.Unlock()
+	}
+	done := false
+	defer func() {
+		if !done {
+			p := recover()
+			exit(panicError{p})
+			panic(p)
+		}
+	}()
+	err := fn(sc.child(ctx, enter, name, nil))
+	done = true
+	exit(err)
+	return err
+}
+
+// mapNodeLocked links a node of this run to the base node it corresponds to
+// (the first unconsumed enter marker of that name under the corresponding
+// parent), so that Concurrent matching can compare scopes.
+func (s *session) mapNodeLocked(enter, name, parent string) {
+	baseParent, scoped := s.baseOf[parent]
+	for _, i := range s.plan.queues[queueKey(trace.MarkerNode, name)] {
+		m := &s.plan.markers[i]
+		if m.consumed || scoped && m.ev.ParentID != baseParent {
+			continue
+		}
+		m.consumed = true
+		s.baseOf[enter] = m.ev.ID
+		return
+	}
+}
+
+// Set records a write of state key: a state_change event with the value
+// the key had before in this run (null the first time) and the new value.
+// Forks patch state and diffs report it by key. Keys must not be empty or
+// start with '@' (reserved for markers). State writes are re-recorded on
+// replay, not matched: a replay whose writes differ shows it in the diff of
+// its trace against the base. With no session in the context it does nothing.
+func Set(ctx context.Context, key string, value any) error {
+	sc := fromContext(ctx)
+	if sc == nil {
+		return nil
+	}
+	if key == "" || strings.HasPrefix(key, "@") {
+		return fmt.Errorf("replay.Set: state key %q is not allowed: keys must be non-empty and must not start with '@' (reserved for markers)", key)
+	}
+	v, err := valueOf(value)
+	if err != nil {
+		return fmt.Errorf("replay.Set: state '%s': %w", key, err)
+	}
+	s := sc.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.setLocked(sc, key, v)
+	return nil
+}
+
+func (s *session) setLocked(sc *scope, key string, v trace.Value) {
+	before, ok := s.state[key]
+	if !ok {
+		before = trace.NullValue
+	}
+	after := v
+	if v.IsAbsent() {
+		delete(s.state, key)
+		after = trace.NullValue
+	} else {
+		s.state[key] = v
+	}
+	s.appendLocked(trace.Event{Type: trace.StateChange, ParentID: sc.parent, Key: key, Before: before, After: after})
+}
+
+// Read returns the value of state key that the agent holds as current. It
+// is the seam through which a fork patches state: a Director may answer the
+// read with another value (recorded as a state_change from current to the
+// patched value), and the agent continues with that. Without a Director, and
+// with no session in the context, it returns current and records nothing.
+func Read[T any](ctx context.Context, key string, current T) T {
+	sc := fromContext(ctx)
+	if sc == nil || sc.s.plan == nil || sc.s.cfg.director == nil {
+		return current
+	}
+	s := sc.s
+	cur, err := valueOf(current)
+	if err != nil {
+		return current
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := Call{Kind: KindState, Name: key, Input: redacted(cur), Parent: sc.parent, Node: sc.node,
+		Occurrence: s.occurrenceLocked(KindState, key)}
+	a := s.cfg.director.Direct(&c)
+	if a.kind != actServe {
+		return current
+	}
+	var out T
+	if !a.value.IsAbsent() {
+		if err := a.value.Decode(&out); err != nil {
+			s.noteLocked(&MismatchError{Kind: KindState, Label: key, Step: -1,
+				msg: fmt.Sprintf("patched state '%s' %s does not decode into %T: %v", key, preview(a.value), out, err)})
+			return current
+		}
+	}
+	if _, known := s.state[key]; !known {
+		s.state[key] = cur
+	}
+	s.setLocked(sc, key, a.value)
+	return out
+}
+
+// Decide records a decision the agent computed (a route, a branch) as a
+// @decision marker and returns it. A fork may force another value through
+// its Director (recorded with "forced":true). On replay the computed value is
+// checked against the recorded one, in order, by name: a different value, or
+// a decision the recording does not have, is a divergence (kept in
+// Result.Divergence; the computed value is returned). With no session in the
+// context it returns computed.
+func Decide[T any](ctx context.Context, name string, computed T) T {
+	sc := fromContext(ctx)
+	if sc == nil {
+		return computed
+	}
+	cv, err := valueOf(computed)
+	if err != nil {
+		sc.s.note(fmt.Errorf("replay.Decide: decision '%s': %w", name, err))
+		return computed
+	}
+	m := sc.s.marker(sc, KindDecision, name, cv, nil)
+	if m.forced {
+		var out T
+		if err := m.value.Decode(&out); err == nil {
+			return out
+		}
+		sc.s.note(&MismatchError{Kind: KindDecision, Label: name, Step: -1,
+			msg: fmt.Sprintf("forced decision '%s' %s does not decode into %T", name, preview(m.value), computed)})
+	}
+	return computed
+}
+
+// Approve asks a human (or any approver) for a decision: ask runs while
+// recording and its answer is recorded as a @decision marker of kind
+// approval; on replay the recorded answer (or failure, as a *RecordedError) is
+// served without asking; a fork may answer in ask's place. With no session
+// in the context it is ask(ctx).
+func Approve[T any](ctx context.Context, name string, ask func(context.Context) (T, error)) (T, error) {
+	sc := fromContext(ctx)
+	if sc == nil {
+		return ask(ctx)
+	}
+	return effect(ctx, sc, KindApproval, name, func(ctx context.Context) (T, error) { return ask(ctx) })
+}
+
+// SideEffect runs fn once and records its result as an @effect marker; on
+// replay the recorded result is returned without running fn (Temporal's
+// SideEffect). Use it for any nondeterminism that is not a tool: random
+// numbers, environment reads, a file's modification time. A recorded error
+// comes back as a *RecordedError. With no session in the context it is fn().
+func SideEffect[T any](ctx context.Context, name string, fn func() (T, error)) (T, error) {
+	sc := fromContext(ctx)
+	if sc == nil {
+		return fn()
+	}
+	return effect(ctx, sc, KindEffect, name, func(context.Context) (T, error) { return fn() })
+}
+
+func effect[T any](ctx context.Context, sc *scope, kind CallKind, name string, fn func(context.Context) (T, error)) (T, error) {
+	var zero T
+	var liveVal T
+	m := sc.s.marker(sc, kind, name, trace.Value{}, func() (trace.Value, error) {
+		v, err := fn(ctx)
+		if err != nil {
+			return trace.Value{}, err
+		}
+		liveVal = v
+		return valueOf(v)
+	})
+	if m.err != nil {
+		return zero, m.err
+	}
+	if !m.served {
+		return liveVal, nil
+	}
+	return decodeServed[T](sc, kind, name, m.value)
+}
+
+// Param returns the value of a knob the agent reads (a limit, a threshold, a
+// prompt variant) and records it as a @param marker. While recording it is
+// def; on replay the recorded value is served (a recording without it is a
+// divergence, and def is used); a fork may set another value. With no
+// session in the context it returns def.
+func Param[T any](ctx context.Context, name string, def T) T {
+	sc := fromContext(ctx)
+	if sc == nil {
+		return def
+	}
+	dv, err := valueOf(def)
+	if err != nil {
+		sc.s.note(fmt.Errorf("replay.Param: parameter '%s': %w", name, err))
+		return def
+	}
+	m := sc.s.marker(sc, KindParam, name, dv, nil)
+	if !m.served {
+		return def
+	}
+	var out T
+	if err := m.value.Decode(&out); err != nil {
+		sc.s.note(&MismatchError{Kind: KindParam, Label: name, Step: -1,
+			msg: fmt.Sprintf("recorded parameter '%s' %s does not decode into %T", name, preview(m.value), def)})
+		return def
+	}
+	return out
+}
+
+// Now returns the current time, recorded as a @now marker (UTC, microsecond
+// precision) and served on replay. With no session in the context it is
+// time.Now().
+func Now(ctx context.Context) time.Time {
+	sc := fromContext(ctx)
+	if sc == nil {
+		return time.Now()
+	}
+	var live time.Time
+	m := sc.s.marker(sc, KindNow, "", trace.Value{}, func() (trace.Value, error) {
+		live = time.Now().UTC().Truncate(time.Microsecond)
+		return trace.StringValue(live.Format(time.RFC3339Nano)), nil
+	})
+	if !m.served {
+		return live
+	}
+	str, _ := m.value.Str()
+	t, err := time.Parse(time.RFC3339Nano, str)
+	if err != nil {
+		sc.s.note(&MismatchError{Kind: KindNow, Label: "now", Step: -1,
+			msg: fmt.Sprintf("recorded time %s is not an RFC 3339 time: %v", preview(m.value), err)})
+		return time.Now()
+	}
+	return t
+}
+
+// NewID returns a new random id (a UUID), recorded as an @id marker and
+// served on replay. With no session in the context it is uuid.NewString().
+func NewID(ctx context.Context) string {
+	sc := fromContext(ctx)
+	if sc == nil {
+		return uuid.NewString()
+	}
+	var live string
+	m := sc.s.marker(sc, KindID, "", trace.Value{}, func() (trace.Value, error) {
+		live = uuid.NewString()
+		return trace.StringValue(live), nil
+	})
+	if !m.served {
+		return live
+	}
+	str, _ := m.value.Str()
+	return str
+}
+
+// markerResult is how a marker call was answered.
+type markerResult struct {
+	value  trace.Value
+	served bool // value comes from the recording or the Director
+	forced bool // value was forced by the Director
+	err    error
+}
+
+// note keeps err as the divergence when it is the first.
+func (s *session) note(err error) {
+	s.mu.Lock()
+	s.noteLocked(err)
+	s.mu.Unlock()
+}
+
+// marker handles a marker call. computed is the agent's value for decisions
+// and parameters; live produces the value for the others. It returns the
+// value to use and records the marker event.
+func (s *session) marker(sc *scope, kind CallKind, name string, computed trace.Value, live func() (trace.Value, error)) markerResult {
+	key := kind.markerKey()
+	s.mu.Lock()
+	occ := s.occurrenceLocked(kind, name)
+	act := Strict()
+	var next *markerRec
+	if s.plan != nil {
+		next = s.plan.nextMarker(key, name)
+		if d := s.cfg.director; d != nil {
+			c := Call{Kind: kind, Name: name, Input: redacted(computed), Occurrence: occ, Parent: sc.parent, Node: sc.node}
+			if next != nil {
+				c.Marker = next.ev
+			}
+			act = d.Direct(&c)
+		}
+	}
+	var res markerResult
+	switch {
+	case s.plan == nil:
+		act = Execute()
+	case act.kind == actServe:
+		res = markerResult{value: act.value, served: true, forced: true}
+	case act.kind == actBlock && live != nil && (kind == KindEffect || kind == KindApproval):
+		res.err = &BlockedError{Kind: kind, Label: name, Reason: act.reason}
+	case act.kind == actFail && (kind == KindEffect || kind == KindApproval):
+		res.err = act.err
+	case act.kind == actFail:
+		s.noteLocked(act.err)
+		act = Execute()
+	case act.kind == actBlock:
+		act = Execute()
+	}
+	if res.err == nil && !res.served && (act.kind == actStrict || act.kind == actServeMatch) {
+		res = s.matchMarkerLocked(kind, name, computed, next)
+		if res.err != nil && kind != KindEffect && kind != KindApproval {
+			res.err = nil // noted as the divergence; the live value is used
+			act = Execute()
+		}
+	}
+	s.mu.Unlock()
+
+	var recordErr error
+	if !res.served && res.err == nil {
+		if live != nil {
+			v, err := live()
+			if err != nil {
+				recordErr = err
+				res.err = err
+			}
+			res.value = v
+		} else {
+			res.value = computed
+		}
+	}
+	m := trace.Marker{Key: key, Name: name, Value: res.value, Forced: res.forced}
+	if kind == KindDecision || kind == KindApproval {
+		m.Kind = trace.KindDecision
+		if kind == KindApproval {
+			m.Kind = trace.KindApproval
+		}
+	}
+	switch {
+	case res.err != nil && recordErr != nil:
+		m.Value, m.Error = trace.Value{}, errorMessage(recordErr, errorType(recordErr))
+	case res.err != nil:
+		m.Value, m.Error = trace.Value{}, errorMessage(res.err, errorType(res.err))
+	}
+	ev := trace.MarkerEvent(m)
+	ev.ParentID = sc.parent
+	s.mu.Lock()
+	s.appendLocked(ev)
+	s.mu.Unlock()
+	return res
+}
+
+// matchMarkerLocked serves or checks a marker from the recording: the next
+// recorded marker of the same kind and name. Decisions are checked (the
+// computed value must equal the recorded one); the others are served.
+func (s *session) matchMarkerLocked(kind CallKind, name string, computed trace.Value, next *markerRec) markerResult {
+	label := name
+	if label == "" {
+		label = string(kind)
+	}
+	if next == nil {
+		n := len(s.plan.queues[queueKey(kind.markerKey(), name)])
+		e := &ExhaustedError{Kind: kind, Label: label, msg: fmt.Sprintf(
+			"unexpected %s '%s': all %d recorded %s marker(s) of that name were already consumed", kind, label, n, kind.markerKey())}
+		s.noteLocked(e)
+		return markerResult{err: e}
+	}
+	next.consumed = true
+	ev, m := next.ev, next.m
+	wantKind := ""
+	switch kind {
+	case KindDecision:
+		wantKind = trace.KindDecision
+	case KindApproval:
+		wantKind = trace.KindApproval
+	}
+	if wantKind != "" && m.Kind != wantKind {
+		e := &MismatchError{Kind: kind, Label: label, Step: ev.Step, EventID: ev.ID,
+			msg: fmt.Sprintf("%s '%s': the recording has a %s of that name here", kind, label, m.Kind)}
+		s.noteLocked(e)
+		return markerResult{err: e}
+	}
+	if kind == KindDecision {
+		if m.Value != redacted(computed) {
+			e := &MismatchError{Kind: kind, Label: label, Step: ev.Step, EventID: ev.ID, Recorded: m.Value, Actual: redacted(computed),
+				msg: fmt.Sprintf("decision '%s' diverged from the recording\n  recorded: %s\n  actual:   %s", label, preview(m.Value), preview(computed))}
+			s.noteLocked(e)
+			return markerResult{err: e}
+		}
+		return markerResult{value: computed}
+	}
+	if m.Error != "" {
+		return markerResult{served: true, err: &RecordedError{Kind: kind, Label: label, Type: "RecordedError", Message: m.Error}}
+	}
+	return markerResult{value: m.Value, served: true}
+}

@@ -1,0 +1,549 @@
+package replay
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/stepfork/stepfork/trace"
+)
+
+// Version is the stepfork_version this package writes into the manifests
+// of the runs it records.
+const Version = "go-0.1.0"
+
+// Agent is the unit Record and Replay run: a function from a context and the
+// run's input to its output. Record stores the input in run_start; Replay hands
+// the recorded input back, so a test never restates it. Use Typed to adapt a
+// function with typed input and output.
+type Agent func(ctx context.Context, input trace.Value) (any, error)
+
+// Typed adapts a typed agent function: the run's input is decoded into In
+// with encoding/json (a decoding failure is returned as the agent's error),
+// and Out is recorded as the run's output.
+func Typed[In, Out any](fn func(context.Context, In) (Out, error)) Agent {
+	return func(ctx context.Context, input trace.Value) (any, error) {
+		var in In
+		if !input.IsAbsent() {
+			if err := input.Decode(&in); err != nil {
+				return nil, fmt.Errorf("replay.Typed: the run input %s does not decode into %T: %w", preview(input), in, err)
+			}
+		}
+		return fn(ctx, in)
+	}
+}
+
+// Outcome says how a session answered a dependency call.
+type Outcome string
+
+// Outcomes of dependency calls.
+const (
+	Served   Outcome = "served"   // answered from the recording (or a Director's value); the body did not run
+	Executed Outcome = "executed" // the body ran
+	Blocked  Outcome = "blocked"  // a Director blocked it; the body did not run
+	Failed   Outcome = "failed"   // the session refused it (a divergence, or a Director's Fail)
+)
+
+// CallRecord is one dependency call of a session, in the order the session
+// answered them.
+type CallRecord struct {
+	Position int // 1-based among the run's dependency calls
+	Kind     CallKind
+	Label    string // tool name or provider/model
+	Outcome  Outcome
+	EventID  string    // the call's event in the session's trace
+	Recorded *Recorded // the base call matched or served, if any
+}
+
+// Result is the outcome of Record or Replay.
+type Result struct {
+	// Trace is the run as it happened: the recording of Record; for Replay a
+	// complete new recording in which served results appear as if they had
+	// happened and live calls as they did. It is nil when Record ran inertly
+	// inside another session.
+	Trace *trace.Trace
+	// Output and Err are what the agent returned.
+	Output any
+	Err    error
+	// Divergence is the first divergence of a replay (an error matching
+	// ErrDiverged), kept even when the agent swallowed it.
+	Divergence error
+	// Mode is the replay mode ("" for Record).
+	Mode Mode
+	// Calls lists the dependency calls in the order they were answered;
+	// Served, Executed and Blocked count them by outcome.
+	Calls                     []CallRecord
+	Served, Executed, Blocked int
+	// Path is where the trace was saved ("" when it was not).
+	Path string
+
+	pending []*Recorded
+}
+
+// RunTrace returns the session's trace, so that a Result can stand wherever a
+// run is expected.
+func (r *Result) RunTrace() *trace.Trace { return r.Trace }
+
+// VerifyComplete reports the recorded dependency calls the replay did not
+// consume, in stepfork's words: "replay ended before consuming 2 recorded
+// dependency call(s): #3 tool x, #4 llm fake/model". Up to five are listed.
+// It returns nil after Record, and after a replay that consumed every call.
+func (r *Result) VerifyComplete() error {
+	if len(r.pending) == 0 {
+		return nil
+	}
+	parts := make([]string, 0, 5)
+	for i, p := range r.pending {
+		if i == 5 {
+			break
+		}
+		parts = append(parts, fmt.Sprintf("#%d %s %s", p.Position, p.Kind, p.Label))
+	}
+	msg := fmt.Sprintf("replay ended before consuming %d recorded dependency call(s): %s", len(r.pending), strings.Join(parts, ", "))
+	if len(r.pending) > 5 {
+		msg += fmt.Sprintf(" (+%d more)", len(r.pending)-5)
+	}
+	first := r.pending[0]
+	return &MismatchError{Call: first.Position, Kind: first.Kind, Label: first.Label, Step: first.Call.Step, EventID: first.Call.ID, msg: msg}
+}
+
+// ctxKey carries the *scope of the running session.
+type ctxKey struct{}
+
+// scope is what a context carries: the session and the event new events hang
+// under (run_start, an executing call, a node).
+type scope struct {
+	s      *session
+	parent string
+	node   string
+	usage  *usageSlot // inside a model call's body: where ReportUsage writes
+}
+
+func fromContext(ctx context.Context) *scope {
+	if ctx == nil {
+		return nil
+	}
+	sc, _ := ctx.Value(ctxKey{}).(*scope)
+	return sc
+}
+
+func (sc *scope) child(ctx context.Context, parent, node string, u *usageSlot) context.Context {
+	return context.WithValue(ctx, ctxKey{}, &scope{s: sc.s, parent: parent, node: node, usage: u})
+}
+
+// session is one recording or replay. Every field is guarded by mu.
+type session struct {
+	mu         sync.Mutex
+	cfg        config
+	plan       *plan // nil when recording
+	tr         *trace.Trace
+	root       string
+	aligned    bool // every event so far equals the base event at its position
+	state      map[string]trace.Value
+	occ        map[string]int
+	position   int // dependency calls intercepted
+	matched    int // recorded calls consumed by strict matching
+	divergence error
+	calls      []CallRecord
+	counts     [4]int // served, executed, blocked, failed
+	liveModels map[string]bool
+	liveTools  map[string]bool
+	baseOf     map[string]string // new event id → base event id (scopes, for Concurrent)
+}
+
+func newSession(cfg config, base *trace.Trace, agent string) *session {
+	s := &session{
+		cfg:   cfg,
+		state: map[string]trace.Value{},
+		occ:   map[string]int{},
+	}
+	goos := runtime.GOOS
+	version := Version
+	s.tr = &trace.Trace{Manifest: trace.Manifest{
+		RunID:       newRunID(),
+		AgentName:   agent,
+		CreatedAt:   now(),
+		Status:      trace.RunRunning,
+		Environment: trace.Environment{OS: &goos, StepforkVersion: &version},
+	}}
+	if base != nil {
+		s.plan = newPlan(base)
+		s.aligned = true
+		s.liveModels = setOf(cfg.liveModels)
+		s.liveTools = setOf(cfg.liveTools)
+		s.baseOf = map[string]string{}
+	}
+	return s
+}
+
+func setOf(names []string) map[string]bool {
+	m := make(map[string]bool, len(names))
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
+}
+
+func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
+
+func newRunID() string   { return "run_" + uuidHex() }
+func newEventID() string { return "evt_" + uuidHex() }
+
+func uuidHex() string {
+	u := uuid.New()
+	return hex.EncodeToString(u[:])
+}
+
+// appendLocked adds ev to the session's trace: run id, step, time, redaction
+// (before anything is kept), hashes, and an id. While every event so far
+// equals the base event at the same position (type, names, parent, status and
+// payloads), the base event's id is reused, so a faithful replay or the
+// unchanged prefix of a fork carries the base's ids; from the first
+// difference on, ids are fresh.
+func (s *session) appendLocked(ev trace.Event) string {
+	ev.RunID = s.tr.RunID
+	ev.Step = len(s.tr.Events)
+	ev.Timestamp = now()
+	if ev.Status == "" {
+		ev.Status = trace.StatusOK
+	}
+	if ev.ReplayPolicy == "" {
+		ev.ReplayPolicy = trace.PolicyFrozen
+	}
+	red, entries, err := trace.RedactEvent(ev)
+	if err == nil {
+		ev = red
+	}
+	ev.SetHashes()
+	if s.aligned {
+		s.aligned = false
+		if base := s.plan.base.Events; ev.Step < len(base) && sameEvent(&base[ev.Step], &ev) {
+			ev.ID, s.aligned = base[ev.Step].ID, true
+		}
+	}
+	if ev.ID == "" {
+		ev.ID = newEventID()
+	}
+	for i := range entries {
+		entries[i].EventID = ev.ID
+	}
+	s.tr.Events = append(s.tr.Events, ev)
+	s.tr.Redactions = append(s.tr.Redactions, entries...)
+	return ev.ID
+}
+
+// sameEvent reports whether a new event equals a base event in everything
+// but id, run id, time, duration and usage.
+func sameEvent(b, e *trace.Event) bool {
+	return b.Type == e.Type && b.ParentID == e.ParentID && b.Status == e.Status &&
+		b.Name == e.Name && b.Key == e.Key && b.Model == e.Model && b.Provider == e.Provider &&
+		b.ErrorType == e.ErrorType && b.Message == e.Message && b.RunStatus == e.RunStatus &&
+		samePayload(b.Input, e.Input) && samePayload(b.Output, e.Output) &&
+		samePayload(b.Before, e.Before) && samePayload(b.After, e.After) && samePayload(b.Details, e.Details)
+}
+
+// samePayload compares payloads, an absent one counting as null.
+func samePayload(a, b trace.Value) bool {
+	if a.IsAbsent() {
+		a = trace.NullValue
+	}
+	if b.IsAbsent() {
+		b = trace.NullValue
+	}
+	return a == b
+}
+
+// noteLocked keeps err as the run's divergence when it is the first.
+func (s *session) noteLocked(err error) {
+	if s.divergence == nil && errors.Is(err, ErrDiverged) {
+		s.divergence = err
+	}
+}
+
+// occurrenceLocked counts calls of a kind and name and returns this one's
+// 1-based number.
+func (s *session) occurrenceLocked(kind CallKind, name string) int {
+	k := string(kind) + "\x00" + name
+	s.occ[k]++
+	return s.occ[k]
+}
+
+// run executes the agent under the session and finishes the trace. A panic
+// is recorded as a failed run and re-raised after the trace is saved.
+func (s *session) run(ctx context.Context, input trace.Value, agent Agent) (*Result, error) {
+	s.mu.Lock()
+	s.root = s.appendLocked(trace.Event{Type: trace.RunStart, Input: input})
+	if s.plan != nil {
+		s.baseOf[s.root] = s.plan.rootID
+	}
+	s.mu.Unlock()
+	ctx = context.WithValue(ctx, ctxKey{}, &scope{s: s, parent: s.root})
+
+	var (
+		out       any
+		err       error
+		panicking bool
+		panicVal  any
+	)
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				panicking, panicVal = true, p
+			}
+		}()
+		out, err = agent(ctx, input)
+	}()
+	runErr := err
+	if panicking {
+		runErr = panicError{panicVal}
+	}
+	res := s.finish(out, runErr)
+	res.Err = err
+	if s.cfg.save {
+		if serr := s.save(res); serr != nil {
+			if panicking {
+				panic(fmt.Sprintf("%v [stepfork: trace was not saved: %v]", panicVal, serr))
+			}
+			res.Err = errors.Join(err, serr)
+		}
+	}
+	if panicking {
+		panic(panicVal)
+	}
+	return res, res.Err
+}
+
+// panicError stands for a panic in the recording of a failed run.
+type panicError struct{ v any }
+
+func (p panicError) Error() string     { return fmt.Sprint(p.v) }
+func (p panicError) ErrorType() string { return "panic" }
+
+// finish writes the run's end (stepfork's layout: a failed run gets a
+// run-level error under run_start, the manifest's failure, and a run_end with
+// parent null) and builds the Result.
+func (s *session) finish(out any, err error) *Result {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var ov trace.Value
+	if err == nil {
+		v, verr := valueOf(out)
+		if verr != nil {
+			err = fmt.Errorf("replay: the agent's output cannot be recorded: %w", verr)
+		}
+		ov = v
+	}
+	if err != nil {
+		typ := errorType(err)
+		s.appendLocked(trace.Event{Type: trace.ErrorEvent, ParentID: s.root, Status: trace.StatusError,
+			ErrorType: typ, Message: errorMessage(err, typ)})
+		ev := &s.tr.Events[len(s.tr.Events)-1]
+		s.tr.Failure = &trace.Failure{Type: ev.ErrorType, Message: ev.Message, Step: ev.Step}
+		s.appendLocked(trace.Event{Type: trace.RunEnd, RunStatus: trace.RunFailed, Output: trace.NullValue})
+		s.tr.Status = trace.RunFailed
+	} else {
+		s.appendLocked(trace.Event{Type: trace.RunEnd, RunStatus: trace.RunCompleted, Output: ov})
+		s.tr.Status = trace.RunCompleted
+	}
+	var cost float64
+	hasCost := false
+	for i := range s.tr.Events {
+		ev := &s.tr.Events[i]
+		switch ev.Type {
+		case trace.LLMRequest:
+			s.tr.Totals.LLMCalls++
+		case trace.ToolCall:
+			s.tr.Totals.ToolCalls++
+		case trace.LLMResponse:
+			if ev.CostUSD != nil {
+				cost += *ev.CostUSD
+				hasCost = true
+			}
+		}
+	}
+	s.tr.Totals.Events = len(s.tr.Events)
+	if hasCost {
+		s.tr.Totals.CostUSD = &cost
+	}
+	last := s.tr.Events[len(s.tr.Events)-1].Timestamp
+	d := max(last.Sub(s.tr.CreatedAt).Milliseconds(), 0)
+	s.tr.Totals.DurationMS = &d
+
+	res := &Result{
+		Trace:      s.tr,
+		Output:     out,
+		Divergence: s.divergence,
+		Calls:      s.calls,
+		Served:     s.counts[0],
+		Executed:   s.counts[1],
+		Blocked:    s.counts[2],
+	}
+	if s.plan != nil {
+		res.Mode = s.cfg.mode
+		for _, r := range s.plan.pending() {
+			res.pending = append(res.pending, &r.Recorded)
+		}
+	}
+	return res
+}
+
+var unsafeAgentChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+// DefaultPath is where SaveTo("") saves a run: .stepfork/traces/<agent>-<run
+// id>.sftrace, with every run of characters outside [A-Za-z0-9._-] in the
+// agent name replaced by '-' (stepfork's rule; "agent" when nothing is left).
+func DefaultPath(agent, runID string) string {
+	safe := strings.Trim(unsafeAgentChars.ReplaceAllString(agent, "-"), "-")
+	if safe == "" {
+		safe = "agent"
+	}
+	return ".stepfork/traces/" + safe + "-" + runID + ".sftrace"
+}
+
+func (s *session) save(res *Result) error {
+	path := s.cfg.savePath
+	if path == "" {
+		path = DefaultPath(s.tr.AgentName, s.tr.RunID)
+	}
+	if err := s.tr.Save(path, s.cfg.saveOpts...); err != nil {
+		return fmt.Errorf("replay: trace was not saved: %w", err)
+	}
+	res.Path = s.tr.Path
+	return nil
+}
+
+// Record runs agent with a recording session in its context and returns the
+// run's trace. input is recorded in run_start and handed to the agent as a
+// trace.Value.
+//
+// The returned error is the agent's: a run that returns an error still yields
+// a valid failed trace (a run-level error event under run_start, the failure
+// in the manifest, a run_end with status failed), and a panic is recorded the
+// same way and re-raised once the trace is saved. With SaveTo the trace is
+// saved whatever the outcome; a save failure is joined after the agent's
+// error, never in its place.
+//
+// Inside another session (a replay whose agent calls Record, for instance)
+// Record is inert: the agent runs against the enclosing session, nothing is
+// saved, and Result.Trace is nil.
+func Record(ctx context.Context, agentName string, input any, agent Agent, opts ...Option) (*Result, error) {
+	cfg := newConfig(opts)
+	if err := cfg.checkRecord(); err != nil {
+		return nil, err
+	}
+	if agentName == "" {
+		return nil, optionErrf("replay.Record: the agent name must not be empty")
+	}
+	if agent == nil {
+		return nil, optionErrf("replay.Record: the agent is nil")
+	}
+	v, err := valueOf(input)
+	if err != nil {
+		return nil, fmt.Errorf("replay.Record: the run input cannot be recorded: %w", err)
+	}
+	if fromContext(ctx) != nil {
+		out, err := agent(ctx, v)
+		return &Result{Output: out, Err: err}, err
+	}
+	return newSession(cfg, nil, agentName).run(ctx, v, agent)
+}
+
+// Replay runs agent against tr: the recorded run_start input is handed back to
+// the agent, and every call it makes through the wrappers is answered as the
+// mode says (ModeFrozen by default: every result served, nothing executed).
+// Result.Trace is a complete new recording of the replayed run.
+//
+// The error is nil when the replay reproduced the recording. It is the first
+// divergence (Result.Divergence, even if the agent swallowed it); otherwise,
+// in ModeFrozen without a Director, a *MismatchError when the outcome differs
+// from the recording (calls left unconsumed, an error where the recording
+// completed or the reverse, another failure type, another final output); in
+// the other modes, where live calls may legitimately change the outcome, the
+// agent's own error. Result.Output and Result.Err are what the agent
+// returned. Invalid options are reported before the agent runs, in
+// stepfork's words, matching ErrInvalidOptions.
+func Replay(ctx context.Context, tr *trace.Trace, agent Agent, opts ...Option) (*Result, error) {
+	if tr == nil {
+		return nil, optionErrf("replay.Replay: the trace is nil")
+	}
+	if agent == nil {
+		return nil, optionErrf("replay.Replay: the agent is nil")
+	}
+	cfg := newConfig(opts)
+	if err := cfg.checkReplay(tr); err != nil {
+		return nil, err
+	}
+	input := trace.NullValue
+	for i := range tr.Events {
+		if tr.Events[i].Type == trace.RunStart {
+			if !tr.Events[i].Input.IsAbsent() {
+				input = tr.Events[i].Input
+			}
+			break
+		}
+	}
+	s := newSession(cfg, tr, tr.AgentName)
+	res, err := s.run(ctx, input, agent)
+	if res.Divergence != nil {
+		return res, res.Divergence
+	}
+	if cfg.mode != ModeFrozen || cfg.director != nil {
+		return res, err
+	}
+	if oerr := outcomeDiffers(tr, res); oerr != nil {
+		return res, oerr
+	}
+	return res, nil
+}
+
+// outcomeDiffers compares a frozen replay's outcome with the recording
+// (stepfork's replay command, §5.5), in stepfork's words.
+func outcomeDiffers(base *trace.Trace, res *Result) error {
+	if err := res.VerifyComplete(); err != nil {
+		return err
+	}
+	var end *trace.Event
+	for i := len(base.Events) - 1; i >= 0; i-- {
+		if base.Events[i].Type == trace.RunEnd {
+			end = &base.Events[i]
+			break
+		}
+	}
+	status := base.Status
+	if end != nil {
+		status = end.RunStatus
+	}
+	if res.Err != nil {
+		if status != trace.RunFailed {
+			return &MismatchError{Step: -1, msg: fmt.Sprintf("entrypoint raised %s: %s but the trace recorded status %s",
+				errorType(res.Err), redactedText(res.Err.Error()), status)}
+		}
+		if base.Failure != nil && errorType(res.Err) != base.Failure.Type {
+			return &MismatchError{Step: -1, msg: fmt.Sprintf("entrypoint raised %s: %s but the trace recorded status failed (failure %s)",
+				errorType(res.Err), redactedText(res.Err.Error()), base.Failure.Type)}
+		}
+		return nil
+	}
+	if status == trace.RunFailed {
+		return &MismatchError{Step: -1, msg: "trace recorded a failed run but the entrypoint completed without raising"}
+	}
+	if end == nil || end.Output.IsAbsent() || end.Output.IsNull() {
+		return nil
+	}
+	got := res.Trace.Events[len(res.Trace.Events)-1].Output
+	if got != end.Output {
+		path, rv, av := firstDifference(end.Output, got, "$")
+		return &MismatchError{Step: end.Step, EventID: end.ID, Recorded: end.Output, Actual: got,
+			msg: fmt.Sprintf("final result differs from recorded output at '%s': recorded %s, actual %s. Possible causes include untraced nondeterminism or changed local logic.",
+				path, previewOrMissing(rv), previewOrMissing(av))}
+	}
+	return nil
+}
