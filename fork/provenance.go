@@ -251,6 +251,9 @@ func parseInfo(data []byte, runID string) (Info, error) {
 
 // info checks one record; prefix locates it in messages.
 func (w *infoWire) info(prefix string) (Info, error) {
+	if w.SchemaVersion == 0 {
+		return Info{}, fmt.Errorf("%sschema_version is missing", prefix)
+	}
 	if w.SchemaVersion != InfoSchemaVersion {
 		return Info{}, fmt.Errorf("%sschema_version %d is not supported (this version of stepfork reads %d)", prefix, w.SchemaVersion, InfoSchemaVersion)
 	}

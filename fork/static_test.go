@@ -553,7 +553,7 @@ func TestBrokenStructure(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name   string
-		break_ func(tr *trace.Trace)
+		mutate func(tr *trace.Trace)
 		want   string
 	}{
 		{"parent after child", func(tr *trace.Trace) { tr.Events[2].ParentID = "evt_004" },
@@ -569,7 +569,7 @@ func TestBrokenStructure(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			tr := tenSteps(t)
-			tt.break_(tr)
+			tt.mutate(tr)
 			_, _, err := NewEngine(tr, AtStep(5), Options{}).Fork()
 			checkErr(t, err, tt.want, ErrBrokenTrace)
 		})
