@@ -293,7 +293,7 @@ func TestForkFailedRunKeepsFailure(t *testing.T) {
 // test names an output.
 func sources(t *testing.T, tr *trace.Trace, f func(t *testing.T, fork func(Point, Options) (*Result, error))) {
 	t.Helper()
-	path := saveTemp(t, tr, "parent.sftrace")
+	path := saveTemp(t, tr.Clone(), "parent.sftrace") // Save sets Path: keep tr unchanged
 	t.Run("trace", func(t *testing.T) {
 		t.Parallel()
 		f(t, func(p Point, o Options) (*Result, error) {
