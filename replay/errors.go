@@ -71,7 +71,7 @@ func (e *MismatchError) Error() string {
 		b.WriteString("\n  diff (-recorded +actual):\n")
 		for _, line := range strings.Split(strings.TrimRight(d, "\n"), "\n") {
 			b.WriteString("    ")
-			b.WriteString(strings.TrimRight(line, " \u00a0"))
+			b.WriteString(strings.TrimRight(strings.ReplaceAll(line, "\u00a0", " "), " "))
 			b.WriteByte('\n')
 		}
 	}
