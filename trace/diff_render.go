@@ -1,0 +1,567 @@
+package trace
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// JSON returns the diff as compact JSON.
+//
+// A positional diff (AlignPosition) is rendered as stepfork's DiffResult,
+// byte for byte what `stepfork diff --json` prints before its newline:
+//
+//	{"equivalent":…,"baseline":{"path":…,"agent_name":…,"run_id":…,"status":…,"events":…},
+//	 "candidate":{…},"steps":[{"index":…,"kind":…,"step_type":…,"label":…,"fields":[…],
+//	 "changes":[{"path":…,"kind":…,"expected":…,"actual":…}]}],
+//	 "added":…,"removed":…,"changed":…,"unchanged":…}
+//
+// An LCS diff is rendered with the same step and change objects, plus the
+// aligned sides, the divergence, state deltas and token and cost deltas, in
+// this order (a missing side, path or value is null):
+//
+//	{"alignment":"lcs","equivalent":…,
+//	 "base":{"path":…,"agent_name":…,"run_id":…,"status":…,"run_status":…,"events":…,"steps":…,"tokens":…,"cost_usd":…},
+//	 "variant":{…},
+//	 "divergence":{"index":…,"kind":…,"base_index":…,"variant_index":…,"base":STEP,"variant":STEP}|null,
+//	 "steps":[{"index":…,"kind":…,"step_type":…,"label":…,"base":STEP,"variant":STEP,"fields":[…],"changes":[…]}],
+//	 "state":[{"key":…,"change":…,"bytes_delta":…,"before":…,"after":…}],
+//	 "tokens_delta":…,"cost_usd_delta":…,"added":…,"removed":…,"changed":…,"unchanged":…}
+//
+// where STEP is {"index":…,"event_id":…,"step":…,"result_id":…} or null.
+// Values are JSON as in events.jsonl (sorted keys, raw UTF-8, floats
+// printed as Python's Pydantic prints them). Strings are not HTML-escaped;
+// note that json.Marshal would escape <, > and & in them (MarshalJSON's
+// output goes through encoding/json's compaction), so write JSON() directly
+// or use an Encoder with SetEscapeHTML(false) when bytes matter.
+func (d *RunDiff) JSON() []byte {
+	if d.Positional {
+		return d.appendStepforkJSON(nil)
+	}
+	return d.appendNativeJSON(nil)
+}
+
+// MarshalJSON returns JSON().
+func (d *RunDiff) MarshalJSON() ([]byte, error) { return d.JSON(), nil }
+
+func (d *RunDiff) appendStepforkJSON(b []byte) []byte {
+	b = append(b, `{"equivalent":`...)
+	b = strconv.AppendBool(b, d.Equivalent())
+	b = append(b, `,"baseline":`...)
+	b = appendStepforkSummary(b, &d.Base)
+	b = append(b, `,"candidate":`...)
+	b = appendStepforkSummary(b, &d.Variant)
+	b = append(b, `,"steps":[`...)
+	for i := range d.Steps {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendStepDiff(b, &d.Steps[i], false)
+	}
+	b = append(b, ']')
+	return appendCounts(b, d)
+}
+
+func appendCounts(b []byte, d *RunDiff) []byte {
+	b = append(b, `,"added":`...)
+	b = strconv.AppendInt(b, int64(d.Added), 10)
+	b = append(b, `,"removed":`...)
+	b = strconv.AppendInt(b, int64(d.Removed), 10)
+	b = append(b, `,"changed":`...)
+	b = strconv.AppendInt(b, int64(d.Changed), 10)
+	b = append(b, `,"unchanged":`...)
+	b = strconv.AppendInt(b, int64(d.Unchanged), 10)
+	return append(b, '}')
+}
+
+func appendOptQuoted(b []byte, s string) []byte {
+	if s == "" {
+		return append(b, "null"...)
+	}
+	return appendQuoted(b, s)
+}
+
+func appendStepforkSummary(b []byte, s *RunSummary) []byte {
+	b = append(b, `{"path":`...)
+	b = appendOptQuoted(b, s.Path)
+	b = append(b, `,"agent_name":`...)
+	b = appendQuoted(b, s.AgentName)
+	b = append(b, `,"run_id":`...)
+	b = appendQuoted(b, s.RunID)
+	b = append(b, `,"status":`...)
+	b = appendQuoted(b, string(s.Status))
+	b = append(b, `,"events":`...)
+	b = strconv.AppendInt(b, int64(s.Events), 10)
+	return append(b, '}')
+}
+
+func appendJSONValue(b []byte, v Value) []byte {
+	if v.IsAbsent() {
+		return append(b, "null"...)
+	}
+	return appendFileForm(b, v)
+}
+
+func appendFloatJSON(b []byte, f float64) []byte {
+	v, err := FloatValue(f)
+	if err != nil {
+		return append(b, "null"...)
+	}
+	return appendFileForm(b, v)
+}
+
+func appendStepRef(b []byte, s *BehaviorStep) []byte {
+	if s == nil {
+		return append(b, "null"...)
+	}
+	b = append(b, `{"index":`...)
+	b = strconv.AppendInt(b, int64(s.Index), 10)
+	b = append(b, `,"event_id":`...)
+	b = appendOptQuoted(b, s.EventID)
+	b = append(b, `,"step":`...)
+	b = strconv.AppendInt(b, int64(s.Step), 10)
+	b = append(b, `,"result_id":`...)
+	b = appendOptQuoted(b, s.ResultID)
+	return append(b, '}')
+}
+
+func appendStepDiff(b []byte, s *StepDiff, native bool) []byte {
+	b = append(b, `{"index":`...)
+	b = strconv.AppendInt(b, int64(s.Index), 10)
+	b = append(b, `,"kind":`...)
+	b = appendQuoted(b, string(s.Kind))
+	b = append(b, `,"step_type":`...)
+	b = appendQuoted(b, string(s.Type))
+	b = append(b, `,"label":`...)
+	b = appendQuoted(b, s.Label)
+	if native {
+		b = append(b, `,"base":`...)
+		b = appendStepRef(b, s.Base)
+		b = append(b, `,"variant":`...)
+		b = appendStepRef(b, s.Variant)
+	}
+	b = append(b, `,"fields":[`...)
+	for i, f := range s.Fields {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendQuoted(b, f)
+	}
+	b = append(b, `],"changes":[`...)
+	for i := range s.Changes {
+		c := &s.Changes[i]
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"path":`...)
+		b = appendQuoted(b, c.Path)
+		b = append(b, `,"kind":`...)
+		b = appendQuoted(b, string(c.Kind))
+		b = append(b, `,"expected":`...)
+		b = appendJSONValue(b, c.Expected)
+		b = append(b, `,"actual":`...)
+		b = appendJSONValue(b, c.Actual)
+		b = append(b, '}')
+	}
+	return append(b, "]}"...)
+}
+
+func (d *RunDiff) appendNativeJSON(b []byte) []byte {
+	b = append(b, `{"alignment":"lcs","equivalent":`...)
+	b = strconv.AppendBool(b, d.Equivalent())
+	for _, side := range []struct {
+		key string
+		s   *RunSummary
+	}{{"base", &d.Base}, {"variant", &d.Variant}} {
+		s := side.s
+		b = append(b, `,"`...)
+		b = append(b, side.key...)
+		b = append(b, `":{"path":`...)
+		b = appendOptQuoted(b, s.Path)
+		b = append(b, `,"agent_name":`...)
+		b = appendQuoted(b, s.AgentName)
+		b = append(b, `,"run_id":`...)
+		b = appendQuoted(b, s.RunID)
+		b = append(b, `,"status":`...)
+		b = appendQuoted(b, string(s.Status))
+		b = append(b, `,"run_status":`...)
+		b = appendOptQuoted(b, string(s.RunEnd))
+		b = append(b, `,"events":`...)
+		b = strconv.AppendInt(b, int64(s.Events), 10)
+		b = append(b, `,"steps":`...)
+		b = strconv.AppendInt(b, int64(s.Steps), 10)
+		b = append(b, `,"tokens":`...)
+		b = strconv.AppendInt(b, s.Tokens, 10)
+		b = append(b, `,"cost_usd":`...)
+		b = appendFloatJSON(b, s.CostUSD)
+		b = append(b, '}')
+	}
+	b = append(b, `,"divergence":`...)
+	if dv := d.Divergence; dv == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, `{"index":`...)
+		b = strconv.AppendInt(b, int64(dv.Index), 10)
+		b = append(b, `,"kind":`...)
+		b = appendQuoted(b, string(dv.Kind))
+		b = append(b, `,"base_index":`...)
+		b = strconv.AppendInt(b, int64(dv.BaseIndex), 10)
+		b = append(b, `,"variant_index":`...)
+		b = strconv.AppendInt(b, int64(dv.VariantIndex), 10)
+		b = append(b, `,"base":`...)
+		b = appendStepRef(b, dv.Base)
+		b = append(b, `,"variant":`...)
+		b = appendStepRef(b, dv.Variant)
+		b = append(b, '}')
+	}
+	b = append(b, `,"steps":[`...)
+	for i := range d.Steps {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendStepDiff(b, &d.Steps[i], true)
+	}
+	b = append(b, `],"state":[`...)
+	for i, s := range d.State {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"key":`...)
+		b = appendQuoted(b, s.Key)
+		b = append(b, `,"change":`...)
+		b = appendQuoted(b, string(s.Change))
+		b = append(b, `,"bytes_delta":`...)
+		b = strconv.AppendInt(b, int64(s.BytesDelta), 10)
+		b = append(b, `,"before":`...)
+		b = appendJSONValue(b, s.Before)
+		b = append(b, `,"after":`...)
+		b = appendJSONValue(b, s.After)
+		b = append(b, '}')
+	}
+	b = append(b, `],"tokens_delta":`...)
+	b = strconv.AppendInt(b, d.TokensDelta, 10)
+	b = append(b, `,"cost_usd_delta":`...)
+	b = appendFloatJSON(b, d.CostDelta)
+	return appendCounts(b, d)
+}
+
+// ---- stepfork's human output ----
+
+// StepforkText renders the diff as `stepfork diff` prints it (reference
+// stepfork-format.md §6.4): the "Stepfork Behavioral Diff" header, the two
+// paths ("(in-memory trace)" when a path is empty), one block per step with
+// its changes grouped by top-level field, the step counts and the result.
+// Values are printed as Python's json.dumps(sort_keys=True) prints them,
+// cut to 120 characters. Rich's styling is not reproduced, nor its wrapping
+// of lines longer than the terminal.
+func (d *RunDiff) StepforkText() string {
+	var b strings.Builder
+	pathOr := func(p string) string {
+		if p == "" {
+			return "(in-memory trace)"
+		}
+		return p
+	}
+	b.WriteString("Stepfork Behavioral Diff\n\n")
+	fmt.Fprintf(&b, "Baseline:  %s\n", pathOr(d.Base.Path))
+	fmt.Fprintf(&b, "Candidate: %s\n\n", pathOr(d.Variant.Path))
+	for i := range d.Steps {
+		writeStepforkStep(&b, &d.Steps[i])
+	}
+	if d.Equivalent() {
+		fmt.Fprintf(&b, "Steps: %d total (all unchanged)\n\nResult: BEHAVIOR EQUIVALENT\n", len(d.Steps))
+	} else {
+		fmt.Fprintf(&b, "Steps: %d total (%d changed, %d added, %d removed, %d unchanged)\n\nResult: BEHAVIOR CHANGED\n",
+			len(d.Steps), d.Changed, d.Added, d.Removed, d.Unchanged)
+	}
+	return b.String()
+}
+
+func writeStepforkStep(b *strings.Builder, s *StepDiff) {
+	header := string(s.Type) + ": " + s.Label
+	switch s.Kind {
+	case DiffAdded:
+		fmt.Fprintf(b, "+ %s (added)\n", header)
+		return
+	case DiffRemoved:
+		fmt.Fprintf(b, "- %s (removed)\n", header)
+		return
+	}
+	b.WriteString(header + "\n")
+	if len(s.Changes) == 0 {
+		b.WriteString("  unchanged\n")
+		return
+	}
+	var order []string
+	groups := make(map[string][]*FieldChange)
+	for i := range s.Changes {
+		c := &s.Changes[i]
+		key, _, _ := strings.Cut(c.Path, ".")
+		key, _, _ = strings.Cut(key, "[")
+		if _, ok := groups[key]; !ok {
+			order = append(order, key)
+		}
+		groups[key] = append(groups[key], c)
+	}
+	for _, f := range s.Fields {
+		if _, ok := groups[f]; !ok {
+			order = append(order, f)
+			groups[f] = nil
+		}
+	}
+	for _, key := range order {
+		cs := groups[key]
+		if len(cs) == 0 {
+			fmt.Fprintf(b, "  %s: unchanged\n", key)
+			continue
+		}
+		fmt.Fprintf(b, "  %s:\n", key)
+		for _, c := range cs {
+			fmt.Fprintf(b, "    expected: %s\n", pythonShort(c.Expected))
+			fmt.Fprintf(b, "    actual:   %s\n", pythonShort(c.Actual))
+			if c.Path != key {
+				fmt.Fprintf(b, "    at:       %s\n", c.Path)
+			}
+		}
+	}
+}
+
+// pythonShort is stepfork's _short: "(absent)" for a missing or null value,
+// else json.dumps(redacted, ensure_ascii=False, sort_keys=True) cut to 120
+// characters with "…".
+func pythonShort(v Value) string {
+	if v.IsAbsent() || v.IsNull() {
+		return "(absent)"
+	}
+	r, _ := RedactValue(v)
+	return truncateRunes(pythonDumps(r), 120)
+}
+
+// pythonDumps prints a canonical value with json.dumps' default separators
+// ", " and ": " (canonical JSON is otherwise what json.dumps prints).
+func pythonDumps(v Value) string {
+	s := v.raw
+	if !strings.ContainsAny(s, ",:") {
+		return s
+	}
+	out := make([]byte, 0, len(s)+len(s)/8)
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '"':
+			end := skipValue(s, i)
+			out = append(out, s[i:end]...)
+			i = end - 1
+		case ',', ':':
+			out = append(out, c, ' ')
+		default:
+			out = append(out, c)
+		}
+	}
+	return string(out)
+}
+
+// truncateRunes cuts s to limit characters, the last being "…", when it is
+// longer than limit.
+func truncateRunes(s string, limit int) string {
+	if utf8.RuneCountInString(s) <= limit {
+		return s
+	}
+	n := 0
+	for i := range s {
+		if n == limit-1 {
+			return s[:i] + "…"
+		}
+		n++
+	}
+	return s
+}
+
+// ---- compact human rendering ----
+
+// Explain limits, so that a diff of long runs stays readable.
+const (
+	explainPathBefore = 4  // path tokens shown before the divergence
+	explainPathTokens = 12 // path tokens shown in all
+	explainSteps      = 10 // differing steps detailed
+	explainChanges    = 8  // field changes detailed per step
+	explainValue      = 100
+)
+
+// String returns Explain().
+func (d *RunDiff) String() string { return d.Explain() }
+
+// Explain renders the diff compactly for a terminal or a test failure:
+//
+//	behavior changed: 1 changed, 1 added, 0 removed, 2 unchanged (4 steps, LCS)
+//	  status    failed          was completed
+//	  path      tool:search → ~tool:book → +error:Timeout → run
+//	                          ^ diverged here
+//	  ~ #1      tool book (base #1 evt_004 step 3, variant #1 evt_004 step 3)
+//	              output.price
+//	                expected: 320
+//	                actual:   450
+//	  + #2      error Timeout (variant #2 evt_009 step 8)
+//	  state     ~draft (+2B)  +approved (+4B)
+//	  tokens    +412 (1200 → 1612)
+//	  cost      +$0.0021 ($0.0100 → $0.0121)
+//
+// The status line shows the variant's terminal status (run_end, else the
+// manifest's) and the base's when they differ. Path tokens are type:label,
+// marked ~ when changed, - when only in the base, + when only in the
+// variant, base→variant when the type or label changed; long paths show a
+// window around the divergence. Then up to 10 differing steps with up to 8
+// field changes each (expected = base, actual = variant), the state deltas
+// (~ changed, + added, - removed, with the size change), and the token and
+// cost deltas when either run used any.
+func (d *RunDiff) Explain() string {
+	var b strings.Builder
+	mode := "LCS"
+	if d.Positional {
+		mode = "positional"
+	}
+	if d.Equivalent() {
+		fmt.Fprintf(&b, "behavior equivalent: %d steps unchanged (%s)\n", len(d.Steps), mode)
+	} else {
+		fmt.Fprintf(&b, "behavior changed: %d changed, %d added, %d removed, %d unchanged (%d steps, %s)\n",
+			d.Changed, d.Added, d.Removed, d.Unchanged, len(d.Steps), mode)
+	}
+	bt, vt := d.Base.Terminal(), d.Variant.Terminal()
+	if bt == vt {
+		fmt.Fprintf(&b, "  status    %s\n", vt)
+	} else {
+		fmt.Fprintf(&b, "  status    %s          was %s\n", vt, bt)
+	}
+	d.writePath(&b)
+	shown := 0
+	for i := range d.Steps {
+		s := &d.Steps[i]
+		if s.Kind == DiffUnchanged {
+			continue
+		}
+		if shown == explainSteps {
+			fmt.Fprintf(&b, "  … and %d more differing steps\n", d.Changed+d.Added+d.Removed-shown)
+			break
+		}
+		shown++
+		writeExplainStep(&b, s)
+	}
+	if len(d.State) > 0 {
+		parts := make([]string, len(d.State))
+		for i, s := range d.State {
+			mark := map[DiffKind]string{DiffAdded: "+", DiffRemoved: "-", DiffChanged: "~"}[s.Change]
+			parts[i] = mark + s.Key
+			if s.BytesDelta != 0 {
+				parts[i] += fmt.Sprintf(" (%+dB)", s.BytesDelta)
+			}
+		}
+		fmt.Fprintf(&b, "  state     %s\n", strings.Join(parts, "  "))
+	}
+	if d.Base.Tokens != 0 || d.Variant.Tokens != 0 {
+		fmt.Fprintf(&b, "  tokens    %+d (%d → %d)\n", d.TokensDelta, d.Base.Tokens, d.Variant.Tokens)
+	}
+	if d.Base.CostUSD != 0 || d.Variant.CostUSD != 0 {
+		sign := "+"
+		if d.CostDelta < 0 {
+			sign = "-"
+		}
+		delta := d.CostDelta
+		if delta < 0 {
+			delta = -delta
+		}
+		fmt.Fprintf(&b, "  cost      %s$%.4f ($%.4f → $%.4f)\n", sign, delta, d.Base.CostUSD, d.Variant.CostUSD)
+	}
+	return b.String()
+}
+
+func stepToken(s *StepDiff) string {
+	name := func(t StepType, label string) string {
+		if t == StepRun {
+			return "run"
+		}
+		return string(t) + ":" + label
+	}
+	switch s.Kind {
+	case DiffAdded:
+		return "+" + name(s.Type, s.Label)
+	case DiffRemoved:
+		return "-" + name(s.Type, s.Label)
+	case DiffChanged:
+		if s.Base.Type != s.Variant.Type || s.Base.Label != s.Variant.Label {
+			return name(s.Base.Type, s.Base.Label) + "→" + name(s.Variant.Type, s.Variant.Label)
+		}
+		return "~" + name(s.Type, s.Label)
+	}
+	return name(s.Type, s.Label)
+}
+
+func (d *RunDiff) writePath(b *strings.Builder) {
+	if len(d.Steps) == 0 {
+		b.WriteString("  path      (no steps)\n")
+		return
+	}
+	div := -1
+	if d.Divergence != nil {
+		div = d.Divergence.Index
+	}
+	start := 0
+	if div > explainPathBefore {
+		start = div - explainPathBefore
+	}
+	end := min(len(d.Steps), start+explainPathTokens)
+	var tokens []string
+	if start > 0 {
+		tokens = append(tokens, "…")
+	}
+	caret := -1
+	for i := start; i < end; i++ {
+		if i == div {
+			caret = len(tokens)
+		}
+		tokens = append(tokens, stepToken(&d.Steps[i]))
+	}
+	if end < len(d.Steps) {
+		tokens = append(tokens, "…")
+	}
+	fmt.Fprintf(b, "  path      %s\n", strings.Join(tokens, " → "))
+	if caret >= 0 {
+		pad := utf8.RuneCountInString(strings.Join(tokens[:caret], " → "))
+		if pad > 0 {
+			pad += 3
+		}
+		fmt.Fprintf(b, "%s%s^ diverged here\n", strings.Repeat(" ", 12), strings.Repeat(" ", pad))
+	}
+}
+
+func sideRef(name string, s *BehaviorStep) string {
+	return fmt.Sprintf("%s #%d %s step %d", name, s.Index, s.EventID, s.Step)
+}
+
+func writeExplainStep(b *strings.Builder, s *StepDiff) {
+	mark := map[DiffKind]string{DiffAdded: "+", DiffRemoved: "-", DiffChanged: "~"}[s.Kind]
+	var refs []string
+	if s.Base != nil {
+		refs = append(refs, sideRef("base", s.Base))
+	}
+	if s.Variant != nil {
+		refs = append(refs, sideRef("variant", s.Variant))
+	}
+	fmt.Fprintf(b, "  %s %-8s%s %s (%s)\n", mark, "#"+strconv.Itoa(s.Index), s.Type, s.Label, strings.Join(refs, ", "))
+	for i := range s.Changes {
+		if i == explainChanges {
+			fmt.Fprintf(b, "              … and %d more changes\n", len(s.Changes)-i)
+			break
+		}
+		c := &s.Changes[i]
+		fmt.Fprintf(b, "              %s\n", c.Path)
+		fmt.Fprintf(b, "                expected: %s\n", explainValueText(c.Expected))
+		fmt.Fprintf(b, "                actual:   %s\n", explainValueText(c.Actual))
+	}
+}
+
+func explainValueText(v Value) string {
+	if v.IsAbsent() {
+		return "(absent)"
+	}
+	return truncateRunes(v.raw, explainValue)
+}

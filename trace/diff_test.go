@@ -1,0 +1,1058 @@
+package trace
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+)
+
+// diffVectors are the stepfork golden bundles of the worked diff example.
+var (
+	diffBaseline = filepath.Join(vectorDir, "stepfork", "diff_baseline.sftrace")
+	diffChanged  = filepath.Join(vectorDir, "stepfork", "diff_changed.sftrace")
+	recorded     = filepath.Join(vectorDir, "stepfork-recorded", "run_1000_calls.sftrace")
+	recordedEdit = filepath.Join(vectorDir, "stepfork-recorded", "run_1000_calls.changed.sftrace")
+)
+
+func mustLoad(t testing.TB, path string) *Trace {
+	t.Helper()
+	tr, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+// TestDiffStepforkWorkedExample is the worked example of
+// stepfork-format.md §6.4: `stepfork diff --json` on the two golden bundles.
+func TestDiffStepforkWorkedExample(t *testing.T) {
+	t.Parallel()
+	base, variant := mustLoad(t, diffBaseline), mustLoad(t, diffChanged)
+	d := Diff(base, variant, AlignPosition(),
+		DisplayPaths("tests/golden/diff_baseline.sftrace", "tests/golden/diff_changed.sftrace"))
+	want := `{"equivalent":false,` +
+		`"baseline":{"path":"tests/golden/diff_baseline.sftrace","agent_name":"golden-diff-agent","run_id":"run_diff_baseline","status":"running","events":4},` +
+		`"candidate":{"path":"tests/golden/diff_changed.sftrace","agent_name":"golden-diff-agent","run_id":"run_diff_changed","status":"running","events":4},` +
+		`"steps":[` +
+		`{"index":0,"kind":"changed","step_type":"tool","label":"flight_search","fields":["input","output","status"],` +
+		`"changes":[{"path":"output.price","kind":"changed","expected":320,"actual":450},` +
+		`{"path":"output.selected_flight","kind":"changed","expected":"B","actual":"A"}]},` +
+		`{"index":1,"kind":"changed","step_type":"run","label":"run","fields":["output","run_status"],` +
+		`"changes":[{"path":"output.selected_flight","kind":"changed","expected":"B","actual":"A"}]}],` +
+		`"added":0,"removed":0,"changed":2,"unchanged":0}`
+	if got := string(d.JSON()); got != want {
+		t.Errorf("JSON:\n got %s\nwant %s", got, want)
+	}
+	if got, err := d.MarshalJSON(); err != nil || string(got) != want {
+		t.Errorf("MarshalJSON = %s, %v", got, err)
+	}
+	wantText := `Stepfork Behavioral Diff
+
+Baseline:  tests/golden/diff_baseline.sftrace
+Candidate: tests/golden/diff_changed.sftrace
+
+tool: flight_search
+  output:
+    expected: 320
+    actual:   450
+    at:       output.price
+    expected: "B"
+    actual:   "A"
+    at:       output.selected_flight
+  input: unchanged
+  status: unchanged
+run: run
+  output:
+    expected: "B"
+    actual:   "A"
+    at:       output.selected_flight
+  run_status: unchanged
+Steps: 2 total (2 changed, 0 added, 0 removed, 0 unchanged)
+
+Result: BEHAVIOR CHANGED
+`
+	if got := d.StepforkText(); got != wantText {
+		t.Errorf("StepforkText:\n%s\nwant:\n%s", got, wantText)
+	}
+}
+
+func TestDiffSummaryPaths(t *testing.T) {
+	t.Parallel()
+	base, variant := mustLoad(t, diffBaseline), mustLoad(t, diffChanged)
+	tests := []struct {
+		name             string
+		base, variant    *Trace
+		opts             []DiffOption
+		wantBase, wantV  string
+		wantJSONBasePath string
+	}{
+		{"loaded traces report their path", base, variant, nil, diffBaseline, diffChanged, `"path":"` + diffBaseline + `"`},
+		{"in-memory traces report null", &Trace{Manifest: base.Manifest, Events: base.Events}, variant, nil, "", diffChanged, `"path":null`},
+		{"display paths are normalized like pathlib", base, variant,
+			[]DiffOption{DisplayPaths("./tests//golden/diff_baseline.sftrace/", "/abs/./x.sftrace")},
+			"tests/golden/diff_baseline.sftrace", "/abs/x.sftrace", `"path":"tests/golden/diff_baseline.sftrace"`},
+		{"empty display path is in-memory", base, variant, []DiffOption{DisplayPaths("", "b.sftrace")}, "", "b.sftrace", `"path":null`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			d := Diff(tc.base, tc.variant, append(tc.opts, AlignPosition())...)
+			if d.Base.Path != tc.wantBase || d.Variant.Path != tc.wantV {
+				t.Errorf("paths = %q, %q; want %q, %q", d.Base.Path, d.Variant.Path, tc.wantBase, tc.wantV)
+			}
+			if js := string(d.JSON()); !strings.HasPrefix(js, `{"equivalent":false,"baseline":{`+tc.wantJSONBasePath+`,`) {
+				t.Errorf("JSON starts %.120s", js)
+			}
+			text := d.StepforkText()
+			wantLine := "Baseline:  " + tc.wantBase + "\n"
+			if tc.wantBase == "" {
+				wantLine = "Baseline:  (in-memory trace)\n"
+			}
+			if !strings.Contains(text, wantLine) {
+				t.Errorf("StepforkText lacks %q:\n%s", wantLine, text)
+			}
+		})
+	}
+}
+
+func TestPythonPath(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"":            "",
+		".":           ".",
+		"./":          ".",
+		"a/b/":        "a/b",
+		"./a//b/./c":  "a/b/c",
+		"a/../b":      "a/../b",
+		"/x/y":        "/x/y",
+		"//x":         "//x",
+		"///x":        "/x",
+		"x.sftrace//": "x.sftrace",
+	} {
+		if got := pythonPath(in); got != want {
+			t.Errorf("pythonPath(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestDiffRecorded1000 diffs the recorder-made 1,000-call run against its
+// copy with 5 changed tool outputs: both alignments find exactly those.
+func TestDiffRecorded1000(t *testing.T) {
+	t.Parallel()
+	base, variant := mustLoad(t, recorded), mustLoad(t, recordedEdit)
+	wantIdx := []int{1, 201, 401, 601, 801}
+	for _, opts := range [][]DiffOption{nil, {AlignPosition()}} {
+		d := Diff(base, variant, opts...)
+		if d.Changed != 5 || d.Added != 0 || d.Removed != 0 || d.Unchanged != 996 {
+			t.Fatalf("positional=%v: counts changed=%d added=%d removed=%d unchanged=%d, want 5/0/0/996",
+				d.Positional, d.Changed, d.Added, d.Removed, d.Unchanged)
+		}
+		var got []int
+		for _, s := range d.Steps {
+			if s.Kind == DiffChanged {
+				got = append(got, s.Index)
+				if s.Type != StepTool {
+					t.Errorf("changed step %d is %s, want tool", s.Index, s.Type)
+				}
+				for _, c := range s.Changes {
+					if !strings.HasPrefix(c.Path, "output") {
+						t.Errorf("step %d: change at %s, want only outputs", s.Index, c.Path)
+					}
+				}
+			}
+		}
+		if !slices.Equal(got, wantIdx) {
+			t.Errorf("positional=%v: changed steps %v, want %v", d.Positional, got, wantIdx)
+		}
+		if d.Divergence == nil || d.Divergence.Index != 1 || d.Divergence.Base.EventID != base.Events[3].ID {
+			t.Errorf("positional=%v: divergence %+v, want step 1 at %s", d.Positional, d.Divergence, base.Events[3].ID)
+		}
+		if self := Diff(base, base, opts...); !self.Equivalent() || self.Unchanged != 1001 {
+			t.Errorf("positional=%v: self diff not equivalent: %s", d.Positional, self.Explain())
+		}
+	}
+}
+
+// runBuilder starts a trace whose run id, event ids and timestamps depend on
+// tag, so that two runs of the same behavior differ in all of them.
+func runBuilder(tag string) *Builder {
+	b := NewBuilder("agent").RunID("run_" + tag).
+		IDs(func(n int) string { return fmt.Sprintf("evt_%s_%03d", tag, n) }).
+		Start(time.Date(2026, 1, 1+len(tag), 0, 0, 0, 0, time.UTC))
+	b.RunStart(map[string]any{"tag": tag}) // run_start input is not behavior
+	return b
+}
+
+type script func(b *Builder)
+
+func tools(names ...string) script {
+	return func(b *Builder) {
+		for _, n := range names {
+			b.Tool(n, map[string]any{"q": n}, map[string]any{"r": n})
+		}
+		b.RunEnd(RunCompleted, nil)
+	}
+}
+
+func marker(m Marker) script { return func(b *Builder) { b.Add(MarkerEvent(m)) } }
+
+func seq(ss ...script) script {
+	return func(b *Builder) {
+		for _, s := range ss {
+			s(b)
+		}
+	}
+}
+
+func build(t testing.TB, tag string, s script) *Trace {
+	t.Helper()
+	b := runBuilder(tag)
+	s(b)
+	tr, err := b.Trace()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+// counts is changed/added/removed/unchanged.
+type counts [4]int
+
+func countsOf(d *RunDiff) counts { return counts{d.Changed, d.Added, d.Removed, d.Unchanged} }
+
+func changePaths(s *StepDiff) []string {
+	var ps []string
+	for _, c := range s.Changes {
+		ps = append(ps, c.Path)
+	}
+	return ps
+}
+
+func TestDiffCases(t *testing.T) {
+	t.Parallel()
+	mixed := func(out any) script {
+		return func(b *Builder) {
+			b.Tool("search", map[string]any{"value": "x"}, out)
+			b.LLM("openai", "gpt-4o", map[string]any{"prompt": "hi"}, map[string]any{"text": "ok"})
+			b.State("draft", nil, "v1")
+			b.RunEnd(RunCompleted, map[string]any{"ok": true})
+		}
+	}
+	input := func(in any) script {
+		return func(b *Builder) {
+			b.Tool("search", in, map[string]any{"value": 1})
+			b.RunEnd(RunCompleted, nil)
+		}
+	}
+	output := func(out Value) script {
+		return func(b *Builder) {
+			b.Tool("search", map[string]any{"q": 1}, out)
+			b.RunEnd(RunCompleted, nil)
+		}
+	}
+	failing := func(b *Builder) {
+		call := b.ToolCall("search", map[string]any{"q": 1})
+		b.ToolFailure(call, "Timeout", "timed out")
+		b.Fail("Timeout", "timed out")
+	}
+	decision := func(v string) script {
+		return seq(
+			marker(Marker{Key: MarkerNode, Name: "triage", Phase: PhaseEnter}),
+			marker(Marker{Key: MarkerDecision, Name: "route", Kind: KindDecision, Value: StringValue(v)}),
+			marker(Marker{Key: MarkerNode, Name: "triage", Phase: PhaseExit, Status: NodeStatusOK}),
+			tools("reply"),
+		)
+	}
+	node := func(status, msg string) script {
+		return func(b *Builder) {
+			b.Add(MarkerEvent(Marker{Key: MarkerNode, Name: "write", Phase: PhaseEnter}))
+			b.Tool("draft", "in", "out")
+			b.Add(MarkerEvent(Marker{Key: MarkerNode, Name: "write", Phase: PhaseExit, Status: status, Error: msg}))
+			b.RunEnd(RunCompleted, nil)
+		}
+	}
+	tests := []struct {
+		name               string
+		base, variant      script
+		lcs, pos           counts
+		lcsDiv, posDiv     int      // divergence index (-1: none)
+		lcsPaths, posPaths []string // change paths of the first differing step
+	}{
+		{name: "identical runs with other ids and timestamps", base: mixed(map[string]any{"value": 1}), variant: mixed(map[string]any{"value": 1}),
+			lcs: counts{0, 0, 0, 4}, pos: counts{0, 0, 0, 4}, lcsDiv: -1, posDiv: -1},
+		{name: "changed output", base: mixed(map[string]any{"value": 1}), variant: mixed(map[string]any{"value": 2}),
+			lcs: counts{1, 0, 0, 3}, pos: counts{1, 0, 0, 3},
+			lcsPaths: []string{"output.value"}, posPaths: []string{"output.value"}},
+		{name: "changed input", base: input(map[string]any{"value": "a"}), variant: input(map[string]any{"value": "b"}),
+			lcs: counts{1, 0, 0, 1}, pos: counts{1, 0, 0, 1},
+			lcsPaths: []string{"input.value"}, posPaths: []string{"input.value"}},
+		{name: "1 and 1.0 differ", base: output(MustParse(`{"v":1}`)), variant: output(MustParse(`{"v":1.0}`)),
+			lcs: counts{1, 0, 0, 1}, pos: counts{1, 0, 0, 1},
+			lcsPaths: []string{"output.v"}, posPaths: []string{"output.v"}},
+		{name: "key order does not matter", base: output(MustParse(`{"a":1,"b":[1,{"y":2,"x":1}]}`)),
+			variant: output(MustParse(`{"b":[1,{"x":1,"y":2}],"a":1}`)),
+			lcs:     counts{0, 0, 0, 2}, pos: counts{0, 0, 0, 2}, lcsDiv: -1, posDiv: -1},
+		{name: "list grows", base: output(MustParse(`{"items":[1,2]}`)), variant: output(MustParse(`{"items":[1,2,3]}`)),
+			lcs: counts{1, 0, 0, 1}, pos: counts{1, 0, 0, 1},
+			lcsPaths: []string{"output.items[2]"}, posPaths: []string{"output.items[2]"}},
+		{name: "call order", base: tools("A", "B"), variant: tools("B", "A"),
+			lcs: counts{0, 1, 1, 2}, pos: counts{2, 0, 0, 1},
+			posPaths: []string{"label", "input.q", "output.r"}},
+		{name: "added call leaves later steps unchanged in LCS", base: tools("A", "B", "C"), variant: tools("A", "X", "B", "C"),
+			lcs: counts{0, 1, 0, 4}, pos: counts{2, 1, 0, 2}, lcsDiv: 1, posDiv: 1,
+			posPaths: []string{"label", "input.q", "output.r"}},
+		{name: "removed call", base: tools("A", "X", "B"), variant: tools("A", "B"),
+			lcs: counts{0, 0, 1, 3}, pos: counts{1, 0, 1, 2}, lcsDiv: 1, posDiv: 1,
+			posPaths: []string{"label", "input.q", "output.r"}},
+		{name: "error vs success", base: input(map[string]any{"q": 1}), variant: failing,
+			lcs: counts{2, 2, 0, 0}, pos: counts{2, 2, 0, 0},
+			lcsPaths: []string{"output.error_type", "output.message", "output.value", "status"},
+			posPaths: []string{"output.error_type", "output.message", "output.value", "status"}},
+		{name: "decision changed", base: decision("refund"), variant: decision("escalate"),
+			lcs: counts{1, 0, 0, 3}, pos: counts{1, 0, 0, 4}, lcsDiv: 1, posDiv: 1,
+			lcsPaths: []string{"value"}, posPaths: []string{"after.value"}},
+		{name: "node failed", base: node(NodeStatusOK, ""), variant: node(NodeStatusFail, "boom"),
+			lcs: counts{1, 0, 0, 2}, pos: counts{1, 0, 0, 3}, lcsDiv: 0, posDiv: 2,
+			lcsPaths: []string{"error", "status"}, posPaths: []string{"after.error", "after.status"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			base, variant := build(t, "base", tc.base), build(t, "variant", tc.variant)
+			for _, mode := range []struct {
+				opts  []DiffOption
+				want  counts
+				div   int
+				paths []string
+			}{{nil, tc.lcs, tc.lcsDiv, tc.lcsPaths}, {[]DiffOption{AlignPosition()}, tc.pos, tc.posDiv, tc.posPaths}} {
+				d := Diff(base, variant, mode.opts...)
+				if got := countsOf(d); got != mode.want {
+					t.Errorf("positional=%v: changed/added/removed/unchanged = %v, want %v\n%s", d.Positional, got, mode.want, d)
+				}
+				wantEq := mode.want[0]+mode.want[1]+mode.want[2] == 0
+				if d.Equivalent() != wantEq || (d.Divergence == nil) != wantEq {
+					t.Errorf("positional=%v: Equivalent() = %v, divergence %+v; want equivalent %v", d.Positional, d.Equivalent(), d.Divergence, wantEq)
+				}
+				if d.Divergence == nil {
+					continue
+				}
+				if d.Divergence.Index != mode.div {
+					t.Errorf("positional=%v: divergence at %d, want %d\n%s", d.Positional, d.Divergence.Index, mode.div, d)
+				}
+				if mode.paths != nil {
+					if got := changePaths(&d.Steps[d.Divergence.Index]); !slices.Equal(got, mode.paths) {
+						t.Errorf("positional=%v: change paths %q, want %q\n%s", d.Positional, got, mode.paths, d)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestDiffErrorVersusSuccessRunStep(t *testing.T) {
+	t.Parallel()
+	base := build(t, "base", func(b *Builder) {
+		b.Tool("search", map[string]any{"q": 1}, map[string]any{"value": 1})
+		b.RunEnd(RunCompleted, nil)
+	})
+	variant := build(t, "variant", func(b *Builder) {
+		call := b.ToolCall("search", map[string]any{"q": 1})
+		b.ToolFailure(call, "Timeout", "timed out")
+		b.Fail("Timeout", "timed out")
+	})
+	for _, opts := range [][]DiffOption{nil, {AlignPosition()}} {
+		d := Diff(base, variant, opts...)
+		last := d.Steps[len(d.Steps)-1]
+		want := []FieldChange{{"run_status", DiffChanged, StringValue("completed"), StringValue("failed")}}
+		if last.Type != StepRun || !slices.Equal(last.Changes, want) {
+			t.Errorf("positional=%v: last step %s %v, want run with %v", d.Positional, last.Type, last.Changes, want)
+		}
+		tool := d.Steps[0]
+		st := tool.Changes[len(tool.Changes)-1]
+		if st != (FieldChange{"status", DiffChanged, StringValue("ok"), StringValue("error")}) {
+			t.Errorf("positional=%v: tool status change %v", d.Positional, st)
+		}
+		if d.Base.Terminal() != RunCompleted || d.Variant.Terminal() != RunFailed || d.Variant.Status != RunFailed {
+			t.Errorf("terminal statuses %s/%s", d.Base.Terminal(), d.Variant.Terminal())
+		}
+		for _, s := range d.Steps[1:3] {
+			if s.Kind != DiffAdded || s.Type != StepError || s.Label != "Timeout" || len(s.Fields) != 0 {
+				t.Errorf("positional=%v: step %d = %s %s %s fields %v, want added error Timeout", d.Positional, s.Index, s.Kind, s.Type, s.Label, s.Fields)
+			}
+		}
+	}
+}
+
+func TestDiffNativeStepsHideMarkers(t *testing.T) {
+	t.Parallel()
+	tr := build(t, "m", seq(
+		marker(Marker{Key: MarkerNode, Name: "plan", Phase: PhaseEnter}),
+		marker(Marker{Key: MarkerParam, Name: "max_results", Value: IntValue(5)}),
+		marker(Marker{Key: MarkerNow, Value: StringValue("2026-01-01T00:00:00Z")}),
+		marker(Marker{Key: MarkerID, Value: StringValue("abc")}),
+		marker(Marker{Key: MarkerDecision, Name: "approve", Kind: KindApproval, Value: TrueValue}),
+		func(b *Builder) { b.State("draft", nil, "x") },
+		marker(Marker{Key: MarkerNode, Name: "plan", Phase: PhaseExit, Status: NodeStatusOK}),
+		marker(Marker{Key: MarkerNode, Name: "orphan", Phase: PhaseExit, Status: NodeStatusOK}),
+		tools(),
+	))
+	var got []string
+	for _, s := range extractBehavior(tr, true) {
+		got = append(got, string(s.Type)+":"+s.Label+" "+s.Payload.Canonical())
+	}
+	want := []string{
+		`node:plan {"status":"ok"}`,
+		`param:max_results {"value":5}`,
+		`decision:approve {"kind":"approval","value":true}`,
+		`state:draft {"after":"x","before":null}`,
+		`node:orphan {"status":"ok"}`,
+		`run:run {"output":null,"run_status":"completed"}`,
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("native steps:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	var labels []string
+	for _, s := range extractBehavior(tr, false) {
+		labels = append(labels, string(s.Type)+":"+s.Label)
+	}
+	wantPy := []string{"state:@node", "state:@param", "state:@now", "state:@id", "state:@decision", "state:draft", "state:@node", "state:@node", "run:run"}
+	if !slices.Equal(labels, wantPy) {
+		t.Errorf("stepfork steps %v, want %v", labels, wantPy)
+	}
+}
+
+func TestDiffPairing(t *testing.T) {
+	t.Parallel()
+	ev := func(id, parent string, typ EventType, f func(e *Event)) Event {
+		e := Event{ID: id, ParentID: parent, Type: typ, Status: StatusOK, ReplayPolicy: PolicyFrozen}
+		f(&e)
+		return e
+	}
+	b := NewBuilder("legacy")
+	b.RunStart(nil)
+	for _, e := range []Event{
+		ev("c1", "", ToolCall, func(e *Event) { e.Name, e.Input = "t", IntValue(1) }),
+		ev("c2", "", ToolCall, func(e *Event) { e.Name, e.Input = "u", IntValue(2) }),
+		ev("r1", "", ToolResult, func(e *Event) { e.Name, e.Output = "t", StringValue("one") }),
+		ev("r2", "", ToolResult, func(e *Event) { e.Name, e.Output = "u", StringValue("two") }),
+		ev("c3", "", ToolCall, func(e *Event) { e.Name, e.Input = "t", IntValue(3) }), // no result: skipped
+		ev("c4", "", ToolCall, func(e *Event) { e.Name, e.Input = "t", IntValue(4) }),
+		ev("r4", "c4", ToolResult, func(e *Event) { e.Name, e.Output, e.Status = "t", StringValue("four"), StatusError }),
+		ev("x4", "r4", ErrorEvent, func(e *Event) {
+			e.ErrorType, e.Message, e.Status = "Boom", "api_key=sk-abcdefghijklmnopqrstuvwx", StatusError
+		}),
+		ev("q1", "", LLMRequest, func(e *Event) { e.Provider, e.Model, e.Input = "p", "m", StringValue("hi") }),
+		ev("e1", "q1", ErrorEvent, func(e *Event) { e.ErrorType, e.Message, e.Status = "RateLimit", "slow down", StatusError }),
+		ev("q2", "", LLMRequest, func(e *Event) { e.Model, e.Input = "m", StringValue("again") }),
+	} {
+		b.Add(e)
+	}
+	tr := b.MustTrace()
+	var got []string
+	for _, s := range extractBehavior(tr, true) {
+		got = append(got, fmt.Sprintf("%s:%s %s %s", s.Type, s.Label, s.ResultID, s.Payload.Canonical()))
+	}
+	want := []string{
+		`tool:t r1 {"input":1,"output":"one","status":"ok"}`,
+		`tool:u r2 {"input":2,"output":"two","status":"ok"}`,
+		`tool:t  {"input":3,"output":null,"status":"skipped"}`,
+		`tool:t r4 {"input":4,"output":"four","status":"error"}`,
+		`error:Boom  {"message":"api_key=[REDACTED]"}`,
+		`llm:p/m e1 {"input":"hi","output":null,"status":"error"}`,
+		`error:RateLimit  {"message":"slow down"}`,
+		`llm:m  {"input":"again","output":null,"status":"skipped"}`,
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("steps:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestDiffRedactsPayloads(t *testing.T) {
+	t.Parallel()
+	const secret = "sk-live-0123456789abcdefghijkl"
+	mk := func(tag, v string) *Trace {
+		return build(t, tag, func(b *Builder) {
+			b.Tool("login", map[string]any{"api_key": secret, "user": v}, map[string]any{"token": "Bearer " + secret})
+			b.RunEnd(RunCompleted, nil)
+		})
+	}
+	base, variant := mk("a", "ann"), mk("b", "bob")
+	// Builder does not redact (Save does): the diff must.
+	for _, d := range []*RunDiff{Diff(base, variant), Diff(base, variant, AlignPosition())} {
+		for name, out := range map[string]string{"JSON": string(d.JSON()), "Explain": d.Explain(), "StepforkText": d.StepforkText()} {
+			if strings.Contains(out, secret) {
+				t.Errorf("positional=%v: %s leaks the secret:\n%s", d.Positional, name, out)
+			}
+		}
+		if got := changePaths(&d.Steps[0]); !slices.Equal(got, []string{"input.user"}) {
+			t.Errorf("positional=%v: changes %v, want only input.user", d.Positional, got)
+		}
+	}
+}
+
+func TestDiffStateTokensCost(t *testing.T) {
+	t.Parallel()
+	usage := func(tr *Trace, tokens int64, cost float64) {
+		for i := range tr.Events {
+			if tr.Events[i].Type == LLMResponse {
+				tr.Events[i].TotalTokens, tr.Events[i].CostUSD = &tokens, &cost
+			}
+		}
+	}
+	base := build(t, "a", func(b *Builder) {
+		b.State("draft", nil, "abc")
+		b.State("tmp", nil, 2)
+		b.State("gone", nil, 1)
+		b.Add(Event{Type: StateChange, Key: "gone", Before: IntValue(1)}) // absent after: deleted
+		b.LLM("", "m", "q", "a")
+		b.RunEnd(RunCompleted, nil)
+	})
+	variant := build(t, "b", func(b *Builder) {
+		b.State("draft", nil, "abcd")
+		b.State("new", nil, map[string]any{"a": 1})
+		b.Add(MarkerEvent(Marker{Key: MarkerParam, Name: "k", Value: IntValue(1)}))
+		b.LLM("", "m", "q", "a")
+		b.RunEnd(RunCompleted, nil)
+	})
+	usage(base, 100, 0.25)
+	pt, ct := int64(70), int64(50)
+	for i := range variant.Events {
+		if variant.Events[i].Type == LLMResponse {
+			variant.Events[i].PromptTokens, variant.Events[i].CompletionTokens = &pt, &ct
+		}
+	}
+	d := Diff(base, variant)
+	want := []StateDelta{
+		{"draft", DiffChanged, StringValue("abc"), StringValue("abcd"), 1},
+		{"new", DiffAdded, Value{}, MustParse(`{"a":1}`), 7},
+		{"tmp", DiffRemoved, IntValue(2), Value{}, -1},
+	}
+	if !slices.Equal(d.State, want) {
+		t.Errorf("state deltas %v, want %v", d.State, want)
+	}
+	if d.Base.Tokens != 100 || d.Variant.Tokens != 120 || d.TokensDelta != 20 {
+		t.Errorf("tokens %d → %d (%+d), want 100 → 120 (+20)", d.Base.Tokens, d.Variant.Tokens, d.TokensDelta)
+	}
+	if d.Base.CostUSD != 0.25 || d.CostDelta != -0.25 {
+		t.Errorf("cost %v, delta %v", d.Base.CostUSD, d.CostDelta)
+	}
+	text := d.Explain()
+	for _, s := range []string{"  state     ~draft (+1B)  +new (+7B)  -tmp (-1B)\n", "  tokens    +20 (100 → 120)\n", "  cost      -$0.2500 ($0.2500 → $0.0000)\n"} {
+		if !strings.Contains(text, s) {
+			t.Errorf("Explain lacks %q:\n%s", s, text)
+		}
+	}
+	js := string(d.JSON())
+	for _, s := range []string{`"state":[{"key":"draft","change":"changed","bytes_delta":1,"before":"abc","after":"abcd"},{"key":"new","change":"added","bytes_delta":7,"before":null,"after":{"a":1}}`, `"tokens_delta":20,"cost_usd_delta":-0.25,`} {
+		if !strings.Contains(js, s) {
+			t.Errorf("JSON lacks %s:\n%s", s, js)
+		}
+	}
+}
+
+func TestDiffExplain(t *testing.T) {
+	t.Parallel()
+	base := build(t, "a", func(b *Builder) {
+		b.Tool("search", map[string]any{"to": "LIS"}, map[string]any{"price": 320})
+		b.Tool("book", map[string]any{"id": 1}, map[string]any{"ok": true})
+		b.State("draft", nil, "hi")
+		b.RunEnd(RunCompleted, nil)
+	})
+	variant := build(t, "b", func(b *Builder) {
+		b.Tool("search", map[string]any{"to": "LIS"}, map[string]any{"price": 450})
+		b.Tool("book", map[string]any{"id": 1}, map[string]any{"ok": true})
+		b.State("draft", nil, "hi!")
+		b.Fail("Timeout", "late")
+	})
+	want := `behavior changed: 3 changed, 1 added, 0 removed, 1 unchanged (5 steps, LCS)
+  status    failed          was completed
+  path      ~tool:search → tool:book → ~state:draft → +error:Timeout → ~run
+            ^ diverged here
+  ~ #0      tool search (base #0 evt_a_002 step 1, variant #0 evt_b_002 step 1)
+              output.price
+                expected: 320
+                actual:   450
+  ~ #2      state draft (base #2 evt_a_006 step 5, variant #2 evt_b_006 step 5)
+              after
+                expected: "hi"
+                actual:   "hi!"
+  + #3      error Timeout (variant #3 evt_b_007 step 6)
+  ~ #4      run run (base #3 evt_a_007 step 6, variant #4 evt_b_008 step 7)
+              run_status
+                expected: "completed"
+                actual:   "failed"
+  state     ~draft (+1B)
+`
+	d := Diff(base, variant)
+	if got := d.Explain(); got != want {
+		t.Errorf("Explain:\n%s\nwant:\n%s", got, want)
+	}
+	if d.String() != d.Explain() {
+		t.Error("String differs from Explain")
+	}
+	if dv := d.Divergence; dv.Base.EventID != "evt_a_002" || dv.Variant.EventID != "evt_b_002" || dv.BaseIndex != 0 || dv.VariantIndex != 0 {
+		t.Errorf("divergence %+v", dv)
+	}
+
+	// The caret sits under the diverging token; equivalent runs say so.
+	d = Diff(base, build(t, "c", func(b *Builder) {
+		b.Tool("search", map[string]any{"to": "LIS"}, map[string]any{"price": 320})
+		b.Tool("cancel", map[string]any{"id": 1}, map[string]any{"ok": true})
+		b.Tool("book", map[string]any{"id": 1}, map[string]any{"ok": true})
+		b.State("draft", nil, "hi")
+		b.RunEnd(RunCompleted, nil)
+	}))
+	lines := strings.Split(d.Explain(), "\n")
+	if lines[2] != "  path      tool:search → +tool:cancel → tool:book → state:draft → run" ||
+		lines[3] != strings.Repeat(" ", 12+utf8.RuneCountInString("tool:search → "))+"^ diverged here" {
+		t.Errorf("path lines:\n%s\n%s", lines[2], lines[3])
+	}
+	if dv := d.Divergence; dv.Kind != DiffAdded || dv.Base != nil || dv.BaseIndex != 1 || dv.VariantIndex != 1 {
+		t.Errorf("divergence %+v, want added at base index 1", dv)
+	}
+	eq := Diff(base, base).Explain()
+	if eq != "behavior equivalent: 4 steps unchanged (LCS)\n  status    completed\n  path      tool:search → tool:book → state:draft → run\n" {
+		t.Errorf("equivalent Explain:\n%s", eq)
+	}
+}
+
+func TestDiffExplainLongRunsStayShort(t *testing.T) {
+	t.Parallel()
+	mk := func(tag string, changed map[int]bool) *Trace {
+		return build(t, tag, func(b *Builder) {
+			for i := range 200 {
+				out := map[string]any{"i": i}
+				if changed[i] {
+					out["changed"] = true
+				}
+				b.Tool("t", map[string]any{"i": i}, out)
+			}
+			b.RunEnd(RunCompleted, nil)
+		})
+	}
+	many := map[int]bool{}
+	for i := 50; i < 70; i++ {
+		many[i] = true
+	}
+	text := Diff(mk("a", nil), mk("b", many)).Explain()
+	if n := strings.Count(text, "\n"); n > 60 {
+		t.Errorf("Explain of 20 changed steps has %d lines:\n%s", n, text)
+	}
+	for _, s := range []string{"  path      … → tool:t → tool:t → tool:t → tool:t → ~tool:t", "  … and 10 more differing steps\n"} {
+		if !strings.Contains(text, s) {
+			t.Errorf("Explain lacks %q:\n%s", s, text)
+		}
+	}
+}
+
+func TestStepforkTextShapes(t *testing.T) {
+	t.Parallel()
+	base := build(t, "a", tools("A"))
+	long := strings.Repeat("é", 200)
+	variant := build(t, "b", func(b *Builder) {
+		b.Tool("A", map[string]any{"q": "A"}, map[string]any{"r": "A", "x": []any{1, map[string]any{"b": 1.5, "a": long}}})
+		b.Tool("B", map[string]any{"q": "B"}, map[string]any{"r": "B"})
+		b.Tool("C", map[string]any{"q": "C"}, map[string]any{"r": "C"})
+	})
+	got := Diff(base, variant, AlignPosition()).StepforkText()
+	want := `Stepfork Behavioral Diff
+
+Baseline:  (in-memory trace)
+Candidate: (in-memory trace)
+
+tool: A
+  output:
+    expected: (absent)
+    actual:   [1, {"a": "` + strings.Repeat("é", 119-len(`[1, {"a": "`)) + `…
+    at:       output.x
+  input: unchanged
+  status: unchanged
+run: run
+  type:
+    expected: "run"
+    actual:   "tool"
+  label:
+    expected: "run"
+    actual:   "B"
+  input:
+    expected: (absent)
+    actual:   {"q": "B"}
+  output:
+    expected: (absent)
+    actual:   {"r": "B"}
+  run_status:
+    expected: "completed"
+    actual:   (absent)
+  status:
+    expected: (absent)
+    actual:   "ok"
++ tool: C (added)
+Steps: 3 total (2 changed, 1 added, 0 removed, 0 unchanged)
+
+Result: BEHAVIOR CHANGED
+`
+	if got != want {
+		t.Errorf("StepforkText:\n%s\nwant:\n%s", got, want)
+	}
+	if rev := Diff(variant, base, AlignPosition()).StepforkText(); !strings.Contains(rev, "\n- tool: C (removed)\nSteps: 3 total (2 changed, 0 added, 1 removed, 0 unchanged)\n") {
+		t.Errorf("reverse StepforkText:\n%s", rev)
+	}
+	eq := Diff(base, base, AlignPosition()).StepforkText()
+	if !strings.HasSuffix(eq, "tool: A\n  unchanged\nrun: run\n  unchanged\nSteps: 2 total (all unchanged)\n\nResult: BEHAVIOR EQUIVALENT\n") {
+		t.Errorf("equivalent text:\n%s", eq)
+	}
+	if got := pythonDumps(MustParse(`{"a":[1,2.5,"x, y: z"],"b":{"c":null}}`)); got != `{"a": [1, 2.5, "x, y: z"], "b": {"c": null}}` {
+		t.Errorf("pythonDumps = %s", got)
+	}
+}
+
+func TestDiffNilAndEmpty(t *testing.T) {
+	t.Parallel()
+	d := Diff(nil, nil)
+	if !d.Equivalent() || len(d.Steps) != 0 || d.Divergence != nil {
+		t.Errorf("Diff(nil, nil) = %+v", d)
+	}
+	if !strings.Contains(d.Explain(), "(no steps)") {
+		t.Errorf("Explain: %s", d.Explain())
+	}
+	d = Diff(nil, build(t, "x", tools("A")), AlignPosition())
+	if d.Added != 2 || d.Divergence.Index != 0 || d.Divergence.Variant == nil {
+		t.Errorf("Diff(nil, run) = %s", d)
+	}
+	if got := string(d.JSON()); !strings.HasPrefix(got, `{"equivalent":false,"baseline":{"path":null,"agent_name":"","run_id":"","status":"","events":0}`) {
+		t.Errorf("JSON: %s", got)
+	}
+}
+
+func TestFirstDifference(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		exp, act string
+		path     string
+		e, a     string // "" = absent
+		differ   bool
+	}{
+		{`{"a":{"b":[1,2]}}`, `{"a":{"b":[1,3]}}`, "a.b[1]", "2", "3", true},
+		{`{"a":1}`, `{"a":1,"b":2}`, "b", "", "2", true},
+		{`{"a":1,"b":2}`, `{"a":1}`, "b", "2", "", true},
+		{`[1]`, `[1,2]`, "[1]", "", "2", true},
+		{`[1,2]`, `[1]`, "[1]", "2", "", true},
+		{`1`, `2`, "$", "1", "2", true},
+		{`1`, `1.0`, "$", "1", "1.0", true},
+		{`{"x":[1]}`, `{"x":{"0":1}}`, "x", `[1]`, `{"0":1}`, true},
+		{`{"b":2,"a":1}`, `{"a":1,"b":2}`, "", "", "", false},
+		{`null`, `null`, "", "", "", false},
+	}
+	for _, tc := range tests {
+		p, e, a, ok := FirstDifference(MustParse(tc.exp), MustParse(tc.act))
+		if p != tc.path || e.Canonical() != tc.e || a.Canonical() != tc.a || ok != tc.differ {
+			t.Errorf("FirstDifference(%s, %s) = %q, %s, %s, %v; want %q, %q, %q, %v", tc.exp, tc.act, p, e, a, ok, tc.path, tc.e, tc.a, tc.differ)
+		}
+	}
+}
+
+func TestCollectFieldChanges(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		exp, act string
+		want     []string // path kind expected actual
+	}{
+		{`{"a":1}`, `{"a":1}`, nil},
+		{`{"a":1,"b":2}`, `{"b":3,"c":4}`, []string{"x.a removed 1 <absent>", "x.b changed 2 3", "x.c added <absent> 4"}},
+		{`[1,2,3]`, `[1,5]`, []string{"x[1] changed 2 5", "x[2] removed 3 <absent>"}},
+		{`[1]`, `[1,{"k":true}]`, []string{`x[1] added <absent> {"k":true}`}},
+		{`{"a":[1]}`, `"s"`, []string{`x changed {"a":[1]} "s"`}},
+		{`[{"a":1}]`, `{"a":1}`, []string{`x changed [{"a":1}] {"a":1}`}},
+		{`true`, `1`, []string{"x changed true 1"}},
+	}
+	for _, tc := range tests {
+		var got []string
+		for _, c := range collectFieldChanges(MustParse(tc.exp), MustParse(tc.act), "x", nil) {
+			got = append(got, fmt.Sprintf("%s %s %s %s", c.Path, c.Kind, c.Expected, c.Actual))
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("collect(%s, %s) = %q, want %q", tc.exp, tc.act, got, tc.want)
+		}
+	}
+}
+
+// ---- properties ----
+
+// randomRun builds a random run and reports, for every successful tool call,
+// its result id and its index among the behavior steps of each extraction.
+type toolSite struct {
+	resultID      string
+	native, stepf int
+}
+
+func randomRun(t testing.TB, r *rand.Rand, tag string) (*Trace, []toolSite) {
+	t.Helper()
+	b := runBuilder(tag)
+	var sites []toolSite
+	native, stepf := 0, 0
+	value := func() any {
+		switch r.IntN(6) {
+		case 0:
+			return r.IntN(5)
+		case 1:
+			return float64(r.IntN(5)) / 2
+		case 2:
+			return []any{r.IntN(3), "é", nil}
+		case 3:
+			return map[string]any{"k": r.IntN(3), "n": map[string]any{"z": true}}
+		case 4:
+			return nil
+		}
+		return fmt.Sprint("s", r.IntN(4))
+	}
+	names := []string{"search", "book", "lookup"}
+	for range r.IntN(25) + 1 {
+		switch r.IntN(8) {
+		case 0, 1, 2:
+			call := b.ToolCall(names[r.IntN(3)], value())
+			res := b.ToolResult(call, value())
+			sites = append(sites, toolSite{res, native, stepf})
+			native++
+			stepf++
+		case 3:
+			b.LLM("p", "m", value(), value())
+			native++
+			stepf++
+		case 4:
+			b.State(names[r.IntN(3)], value(), value())
+			native++
+			stepf++
+		case 5:
+			call := b.ToolCall("flaky", value())
+			b.ToolFailure(call, "Boom", "failed")
+			native += 2
+			stepf += 2
+		case 6:
+			b.Add(MarkerEvent(Marker{Key: MarkerDecision, Name: "route", Kind: KindDecision, Value: MustValueOf(value())}))
+			native++
+			stepf++
+		case 7:
+			b.Add(MarkerEvent(Marker{Key: MarkerNode, Name: "n", Phase: PhaseEnter}))
+			b.Tool("inner", value(), value())
+			b.Add(MarkerEvent(Marker{Key: MarkerNode, Name: "n", Phase: PhaseExit, Status: NodeStatusOK}))
+			native += 2
+			stepf += 3
+		}
+	}
+	b.RunEnd(RunCompleted, value())
+	tr, err := b.Trace()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr, sites
+}
+
+// relabel returns a copy of tr as another run of the same behavior: new run
+// id, event ids and timestamps.
+func relabel(tr *Trace) *Trace {
+	c := tr.Clone()
+	c.RunID = "run_other"
+	ids := map[string]string{}
+	for i := range c.Events {
+		ids[c.Events[i].ID] = fmt.Sprintf("evt_other_%d", i)
+	}
+	for i := range c.Events {
+		e := &c.Events[i]
+		e.ID, e.RunID = ids[e.ID], c.RunID
+		if e.ParentID != "" {
+			e.ParentID = ids[e.ParentID]
+		}
+		e.Timestamp = e.Timestamp.Add(time.Hour)
+	}
+	return c
+}
+
+func TestDiffProperties(t *testing.T) {
+	t.Parallel()
+	for seed := range uint64(300) {
+		r := rand.New(rand.NewPCG(seed, 7))
+		tr, sites := randomRun(t, r, "p")
+		for _, opts := range [][]DiffOption{nil, {AlignPosition()}} {
+			if d := Diff(tr, tr, opts...); !d.Equivalent() || d.Unchanged != len(d.Steps) || d.Divergence != nil {
+				t.Fatalf("seed %d: Diff(t, t) not equivalent:\n%s", seed, d)
+			}
+			if d := Diff(tr, relabel(tr), opts...); !d.Equivalent() {
+				t.Fatalf("seed %d: relabeled run not equivalent:\n%s", seed, d)
+			}
+		}
+		if len(sites) == 0 {
+			continue
+		}
+		site := sites[r.IntN(len(sites))]
+		changed := tr.Clone()
+		ev, _ := changed.Event(site.resultID)
+		ev.Output = MustValueOf(map[string]any{"changed": seed})
+		ev.SetHashes()
+		for _, mode := range []struct {
+			opts []DiffOption
+			k    int
+		}{{nil, site.native}, {[]DiffOption{AlignPosition()}, site.stepf}} {
+			d := Diff(tr, changed, mode.opts...)
+			dv := d.Divergence
+			if dv == nil || dv.Index != mode.k || dv.Kind != DiffChanged || dv.BaseIndex != mode.k || dv.VariantIndex != mode.k ||
+				dv.Base.ResultID != site.resultID || dv.Variant.ResultID != site.resultID {
+				t.Fatalf("seed %d positional=%v: divergence %+v, want changed at %d (%s)\n%s", seed, d.Positional, dv, mode.k, site.resultID, d)
+			}
+			if d.Changed != 1 || d.Added+d.Removed != 0 {
+				t.Fatalf("seed %d positional=%v: %v, want exactly one changed step\n%s", seed, d.Positional, countsOf(d), d)
+			}
+			for _, c := range d.Steps[mode.k].Changes {
+				if !strings.HasPrefix(c.Path, "output") {
+					t.Fatalf("seed %d: change at %s, want only output", seed, c.Path)
+				}
+			}
+		}
+	}
+}
+
+// checkAlignment verifies that pairs cover every index of both sides once,
+// in order.
+func checkAlignment(t *testing.T, pairs []stepPair, nb, nv int) {
+	t.Helper()
+	bi, vi := 0, 0
+	for _, p := range pairs {
+		if p.b >= 0 {
+			if p.b != bi {
+				t.Fatalf("base index %d out of order (want %d): %v", p.b, bi, pairs)
+			}
+			bi++
+		}
+		if p.v >= 0 {
+			if p.v != vi {
+				t.Fatalf("variant index %d out of order (want %d): %v", p.v, vi, pairs)
+			}
+			vi++
+		}
+		if p.b < 0 && p.v < 0 {
+			t.Fatalf("empty pair in %v", pairs)
+		}
+	}
+	if bi != nb || vi != nv {
+		t.Fatalf("alignment covers %d/%d base and %d/%d variant steps", bi, nb, vi, nv)
+	}
+}
+
+// lcsLength is the textbook table, for checking small cases only.
+func lcsLength(a, b []int32) int {
+	t := make([][]int, len(a)+1)
+	for i := range t {
+		t[i] = make([]int, len(b)+1)
+	}
+	for i := len(a) - 1; i >= 0; i-- {
+		for j := len(b) - 1; j >= 0; j-- {
+			if a[i] == b[j] {
+				t[i][j] = t[i+1][j+1] + 1
+			} else {
+				t[i][j] = max(t[i+1][j], t[i][j+1])
+			}
+		}
+	}
+	return t[0][0]
+}
+
+func TestLCSIsLongest(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(1, 2))
+	for n := range 2000 {
+		alpha := 1 + r.IntN(6)
+		a, b := make([]int32, r.IntN(30)), make([]int32, r.IntN(30))
+		for i := range a {
+			a[i] = int32(r.IntN(alpha))
+		}
+		for i := range b {
+			b[i] = int32(r.IntN(alpha + 2))
+		}
+		var got [][2]int
+		lcs(a, b, alpha+2, func(i, j int) { got = append(got, [2]int{i, j}) })
+		for k, p := range got {
+			if a[p[0]] != b[p[1]] || (k > 0 && (p[0] <= got[k-1][0] || p[1] <= got[k-1][1])) {
+				t.Fatalf("case %d: invalid match %v in %v (a=%v b=%v)", n, p, got, a, b)
+			}
+		}
+		if want := lcsLength(a, b); len(got) != want {
+			t.Fatalf("case %d: LCS length %d, want %d (a=%v b=%v)", n, len(got), want, a, b)
+		}
+	}
+}
+
+// TestLCSExpensiveStaysValid reverses a long run of shared steps: D is far
+// beyond the search bound, and the alignment must still be valid.
+func TestLCSExpensiveStaysValid(t *testing.T) {
+	t.Parallel()
+	const n = 6000
+	a, b := make([]int32, n), make([]int32, n)
+	for i := range n {
+		a[i], b[n-1-i] = int32(i), int32(i)
+	}
+	last := [2]int{-1, -1}
+	count := 0
+	lcs(a, b, n, func(i, j int) {
+		if a[i] != b[j] || i <= last[0] || j <= last[1] {
+			t.Fatalf("invalid match (%d, %d) after %v", i, j, last)
+		}
+		last = [2]int{i, j}
+		count++
+	})
+	if count < 1 {
+		t.Errorf("no match found")
+	}
+	bs, vs := make([]BehaviorStep, 3000), make([]BehaviorStep, 3000)
+	for i := range bs {
+		bs[i] = BehaviorStep{Type: StepTool, Label: "t", Payload: IntValue(int64(i))}
+		vs[len(vs)-1-i] = bs[i]
+	}
+	checkAlignment(t, alignLCS(bs, vs), len(bs), len(vs))
+}
+
+func TestAlignLCSRandomIsValid(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(3, 4))
+	labels := []string{"a", "b", "c"}
+	mk := func(n int) []BehaviorStep {
+		s := make([]BehaviorStep, n)
+		for i := range s {
+			s[i] = BehaviorStep{Index: i, Type: StepTool, Label: labels[r.IntN(3)], Payload: IntValue(int64(r.IntN(3)))}
+		}
+		return s
+	}
+	for range 500 {
+		bs, vs := mk(r.IntN(20)), mk(r.IntN(20))
+		pairs := alignLCS(bs, vs)
+		checkAlignment(t, pairs, len(bs), len(vs))
+		same := 0
+		for _, p := range pairs {
+			if p.same {
+				same++
+			}
+		}
+		ex := func(s []BehaviorStep) []int32 {
+			out := make([]int32, len(s))
+			for i := range s {
+				out[i] = int32(labelIndex(s[i].Label)*3) + int32(must(s[i].Payload.Int()))
+			}
+			return out
+		}
+		if want := lcsLength(ex(bs), ex(vs)); same != want {
+			t.Fatalf("%d equal pairs, want LCS %d", same, want)
+		}
+	}
+}
+
+func labelIndex(l string) int { return int(l[0] - 'a') }
+
+func must(i int64, ok bool) int64 {
+	if !ok {
+		panic("not an int")
+	}
+	return i
+}
