@@ -62,7 +62,7 @@ type command struct {
 
 // commands lists the subcommands in the order help shows them.
 func commands() []*command {
-	return []*command{validateCmd, inspectCmd, forkCmd, exportCmd}
+	return []*command{validateCmd, inspectCmd, pointsCmd, forkCmd, diffCmd, minimizeCmd, exportCmd}
 }
 
 func lookup(name string) *command {

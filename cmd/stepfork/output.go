@@ -298,7 +298,7 @@ func (t *table) write(e *env) {
 			b.WriteString(c)
 			b.WriteString(strings.Repeat(" ", widths[i]-utf8.RuneCountInString(c)+2))
 		}
-		s := b.String()
+		s := strings.TrimRight(b.String(), " ")
 		if style != "" {
 			s = e.paint(style, s)
 		}
