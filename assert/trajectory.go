@@ -24,10 +24,10 @@ import (
 //
 //	expected tool 'issue_refund' to be called; actual: ['lookup_order']
 func CheckToolCalled(run Run, name string) error {
-	calls, err := callsOfRun(run)
-	if err != nil {
-		return err
-	}
+	return onCalls(run, func(calls []call) error { return toolCalledIn(calls, name) })
+}
+
+func toolCalledIn(calls []call, name string) error {
 	names := toolNames(calls)
 	if !slices.Contains(names, name) {
 		return mismatchf("expected tool %s to be called; actual: %s", reprString(name), reprNames(names))
@@ -47,10 +47,10 @@ func ToolCalled(t TestingT, run Run, name string, msgAndArgs ...any) bool {
 //
 //	expected tool 'issue_refund' not to be called; actual: ['lookup_order', 'issue_refund']
 func CheckToolNotCalled(run Run, name string) error {
-	calls, err := callsOfRun(run)
-	if err != nil {
-		return err
-	}
+	return onCalls(run, func(calls []call) error { return toolNotCalledIn(calls, name) })
+}
+
+func toolNotCalledIn(calls []call, name string) error {
 	names := toolNames(calls)
 	if slices.Contains(names, name) {
 		return mismatchf("expected tool %s not to be called; actual: %s", reprString(name), reprNames(names))
@@ -71,12 +71,12 @@ func ToolNotCalled(t TestingT, run Run, name string, msgAndArgs ...any) bool {
 //
 //	tool 'search': expected 2 call(s), got 3
 func CheckToolCallCount(run Run, name string, count int) error {
+	return onCalls(run, func(calls []call) error { return toolCallCountIn(calls, name, count) })
+}
+
+func toolCallCountIn(calls []call, name string, count int) error {
 	if count < 0 {
 		return invalidf("count must be a non-negative integer")
-	}
-	calls, err := callsOfRun(run)
-	if err != nil {
-		return err
 	}
 	if got := len(toolCalls(calls, name)); got != count {
 		return mismatchf("tool %s: expected %d call(s), got %d", reprString(name), count, got)
@@ -108,7 +108,7 @@ func ToolCallCount(t TestingT, run Run, name string, count int, msgAndArgs ...an
 // When a single call is compared, a cmp.Diff of the arguments follows,
 // labelled (-want +got).
 func CheckToolArguments(run Run, name string, want any, opts ...cmp.Option) error {
-	return checkToolArguments(run, name, 0, want, opts)
+	return onCalls(run, func(calls []call) error { return toolArgumentsIn(calls, name, 0, want, opts) })
 }
 
 // CheckToolArgumentsAt is like CheckToolArguments but compares only the
@@ -119,7 +119,7 @@ func CheckToolArgumentsAt(run Run, name string, occurrence int, want any, opts .
 	if occurrence < 1 {
 		return invalidf("occurrence must be a positive integer")
 	}
-	return checkToolArguments(run, name, occurrence, want, opts)
+	return onCalls(run, func(calls []call) error { return toolArgumentsIn(calls, name, occurrence, want, opts) })
 }
 
 // ToolArguments asserts that some call of the tool named name had the
@@ -145,16 +145,14 @@ func ToolArgumentsAt(t TestingT, run Run, name string, occurrence int, want any,
 	return report(t, CheckToolArgumentsAt(run, name, occurrence, want, opts...), msgAndArgs)
 }
 
-func checkToolArguments(run Run, name string, occurrence int, want any, opts []cmp.Option) error {
+// toolArgumentsIn checks the arguments of the calls of name (occurrence 0:
+// any call; k: the k-th).
+func toolArgumentsIn(calls []call, name string, occurrence int, want any, opts []cmp.Option) error {
 	wantValue, err := trace.ValueOf(want)
 	if err != nil {
 		return invalidf("tool %s: arguments are not JSON: %v", reprString(name), err)
 	}
 	wantValue, _ = trace.RedactValue(wantValue)
-	calls, err := callsOfRun(run)
-	if err != nil {
-		return err
-	}
 	candidates := toolCalls(calls, name)
 	if occurrence > 0 {
 		if len(candidates) < occurrence {
@@ -229,10 +227,10 @@ func redactedLike(want any, v trace.Value) (any, error) {
 //
 //	expected 'lookup_order' before 'issue_refund'; actual: ['issue_refund', 'lookup_order']
 func CheckToolOrder(run Run, before, after string) error {
-	calls, err := callsOfRun(run)
-	if err != nil {
-		return err
-	}
+	return onCalls(run, func(calls []call) error { return toolOrderIn(calls, before, after) })
+}
+
+func toolOrderIn(calls []call, before, after string) error {
 	names := toolNames(calls)
 	if i := slices.Index(names, before); i >= 0 && slices.Contains(names[i+1:], after) {
 		return nil
@@ -303,15 +301,15 @@ func parseMatch(s string) (Match, bool) {
 // (Strict), the first expected name not matched (InOrder), or the calls
 // missing and unexpected.
 func CheckTrajectory(run Run, want []string, m Match) error {
+	return onCalls(run, func(calls []call) error { return trajectoryIn(calls, want, m) })
+}
+
+func trajectoryIn(calls []call, want []string, m Match) error {
 	if slices.Contains(want, "") {
 		return invalidf("sequence must contain non-empty tool names")
 	}
 	if m < Strict || m > Superset {
 		return invalidf("unknown match mode %v; use Strict, InOrder, Unordered, Subset or Superset", m)
-	}
-	calls, err := callsOfRun(run)
-	if err != nil {
-		return err
 	}
 	got := toolNames(calls)
 	switch m {
@@ -425,12 +423,12 @@ func nonNil(s []string) []string {
 //
 //	expected at most 5 dependency step(s), got 7
 func CheckMaxSteps(run Run, maximum int) error {
+	return onCalls(run, func(calls []call) error { return maxStepsIn(calls, maximum) })
+}
+
+func maxStepsIn(calls []call, maximum int) error {
 	if maximum < 0 {
 		return invalidf("maximum must be a non-negative integer")
-	}
-	calls, err := callsOfRun(run)
-	if err != nil {
-		return err
 	}
 	if len(calls) > maximum {
 		return mismatchf("expected at most %d dependency step(s), got %d", maximum, len(calls))
@@ -454,10 +452,10 @@ func MaxSteps(t TestingT, run Run, maximum int, msgAndArgs ...any) bool {
 //	tool 'charge': expected every call to succeed; call 2 of 3 failed at step 7 (event evt_008): CardDeclined: insufficient funds
 //	tool 'charge': expected every call to succeed; call 1 of 1 has no recorded result at step 3 (event evt_004)
 func CheckToolSucceeded(run Run, name string) error {
-	calls, err := callsOfRun(run)
-	if err != nil {
-		return err
-	}
+	return onCalls(run, func(calls []call) error { return toolSucceededIn(calls, name) })
+}
+
+func toolSucceededIn(calls []call, name string) error {
 	tc := toolCalls(calls, name)
 	if len(tc) == 0 {
 		return mismatchf("expected tool %s to be called; actual: %s", reprString(name), reprNames(toolNames(calls)))
@@ -491,10 +489,10 @@ func ToolSucceeded(t TestingT, run Run, name string, msgAndArgs ...any) bool {
 //
 //	tool 'charge': expected a failed call; none of 2 call(s) failed
 func CheckToolFailed(run Run, name string) error {
-	calls, err := callsOfRun(run)
-	if err != nil {
-		return err
-	}
+	return onCalls(run, func(calls []call) error { return toolFailedIn(calls, name) })
+}
+
+func toolFailedIn(calls []call, name string) error {
 	tc := toolCalls(calls, name)
 	if len(tc) == 0 {
 		return mismatchf("expected tool %s to be called; actual: %s", reprString(name), reprNames(toolNames(calls)))
@@ -533,10 +531,10 @@ func failureText(c call) string {
 //
 //	expected model 'gpt-4o' to be called; actual: ['openai/gpt-4o-mini']
 func CheckModelCalled(run Run, label string) error {
-	calls, err := callsOfRun(run)
-	if err != nil {
-		return err
-	}
+	return onCalls(run, func(calls []call) error { return modelCalledIn(calls, label) })
+}
+
+func modelCalledIn(calls []call, label string) error {
 	if countModel(calls, label) == 0 {
 		return mismatchf("expected model %s to be called; actual: %s", reprString(label), reprNames(nonNil(modelLabels(calls))))
 	}
@@ -557,12 +555,12 @@ func ModelCalled(t TestingT, run Run, label string, msgAndArgs ...any) bool {
 //
 //	model 'openai/gpt-4o': expected 1 call(s), got 3
 func CheckModelCallCount(run Run, label string, count int) error {
+	return onCalls(run, func(calls []call) error { return modelCallCountIn(calls, label, count) })
+}
+
+func modelCallCountIn(calls []call, label string, count int) error {
 	if count < 0 {
 		return invalidf("count must be a non-negative integer")
-	}
-	calls, err := callsOfRun(run)
-	if err != nil {
-		return err
 	}
 	if got := countModel(calls, label); got != count {
 		return mismatchf("model %s: expected %d call(s), got %d", reprString(label), count, got)
@@ -589,11 +587,11 @@ func countModel(calls []call, label string) int {
 	return n
 }
 
-// callsOfRun returns the dependency calls of run.
-func callsOfRun(run Run) ([]call, error) {
+// onCalls runs check on the dependency calls of run.
+func onCalls(run Run, check func([]call) error) error {
 	tr, err := traceOf(run)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return callsOf(tr), nil
+	return check(callsOf(tr))
 }
