@@ -103,6 +103,9 @@ func Set(ctx context.Context, key string, value any) error {
 	return nil
 }
 
+// setLocked records a state write. A key that is itself sensitive
+// (password, api_key…: trace.IsSensitiveKey) has its values redacted, as a
+// member of that name would be.
 func (s *session) setLocked(sc *scope, key string, v trace.Value) {
 	before, ok := s.state[key]
 	if !ok {
@@ -115,8 +118,27 @@ func (s *session) setLocked(sc *scope, key string, v trace.Value) {
 	} else {
 		s.state[key] = v
 	}
-	s.appendLocked(trace.Event{Type: trace.StateChange, ParentID: sc.parent, Key: key, Before: before, After: after})
+	ev := trace.Event{Type: trace.StateChange, ParentID: sc.parent, Key: key, Before: before, After: after}
+	var paths []string
+	if trace.IsSensitiveKey(key) {
+		for _, f := range []struct {
+			path string
+			v    *trace.Value
+		}{{"/before", &ev.Before}, {"/after", &ev.After}} {
+			if !f.v.IsNull() && f.v.Canonical() != redactedValue.Canonical() {
+				*f.v = redactedValue
+				paths = append(paths, f.path)
+			}
+		}
+		ev.Redactions = paths
+	}
+	id := s.appendLocked(ev)
+	for _, p := range paths {
+		s.tr.Redactions = append(s.tr.Redactions, trace.RedactionEntry{EventID: id, Path: p, Reason: trace.ReasonSensitiveKey, Replacement: trace.Redacted})
+	}
 }
+
+var redactedValue = trace.StringValue(trace.Redacted)
 
 // Read returns the value of state key that the agent holds as current. It
 // is the seam through which a fork patches state: a Director may answer the
@@ -383,11 +405,13 @@ func (s *session) marker(sc *scope, kind CallKind, name string, computed trace.V
 			m.Kind = trace.KindApproval
 		}
 	}
-	switch {
-	case res.err != nil && recordErr != nil:
-		m.Value, m.Error = trace.Value{}, errorMessage(recordErr, errorType(recordErr))
-	case res.err != nil:
-		m.Value, m.Error = trace.Value{}, errorMessage(res.err, errorType(res.err))
+	if res.err != nil {
+		e := res.err
+		if recordErr != nil {
+			e = recordErr
+		}
+		m.Value, m.ErrorType = trace.Value{}, errorType(e)
+		m.Error = errorMessage(e, m.ErrorType)
 	}
 	ev := trace.MarkerEvent(m)
 	ev.ParentID = sc.parent
@@ -437,7 +461,11 @@ func (s *session) matchMarkerLocked(kind CallKind, name string, computed trace.V
 		return markerResult{value: computed}
 	}
 	if m.Error != "" {
-		return markerResult{served: true, err: &RecordedError{Kind: kind, Label: label, Type: "RecordedError", Message: m.Error}}
+		typ := m.ErrorType
+		if typ == "" {
+			typ = "DependencyError"
+		}
+		return markerResult{served: true, err: &RecordedError{Kind: kind, Label: label, Type: typ, Message: m.Error}}
 	}
 	return markerResult{value: m.Value, served: true}
 }

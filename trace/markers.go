@@ -22,6 +22,7 @@ import "strings"
 //	@now       {"value":"2026-01-01T00:00:00.000001Z"}                replay.Now
 //	@id        {"value":"…"}                                          replay.NewID
 //	@effect    {"name":"roll_dice","value":<json>}                    replay.SideEffect
+//	           {"name":"roll_dice","error":"…","error_type":"…"}         a failed effect or approval
 //
 // A forced decision, parameter or effect value adds "forced":true. Plain state
 // writes (replay.Set) are ordinary state_change events with the user's key,
@@ -59,8 +60,10 @@ type Marker struct {
 	Status string // @node exit: NodeStatusOK or NodeStatusFail
 	Error  string // @node exit with an error: its message
 	Kind   string // @decision: KindDecision or KindApproval
-	Value  Value  // @decision, @param, @now, @id, @effect
-	Forced bool   // the value was forced by a fork
+	// ErrorType is the type of Error for a failed @effect or approval.
+	ErrorType string
+	Value     Value // @decision, @param, @now, @id, @effect
+	Forced    bool  // the value was forced by a fork
 }
 
 // Marker decodes a runtime marker; ok is false when ev is not one.
@@ -72,6 +75,7 @@ func (e *Event) Marker() (m Marker, ok bool) {
 	a := e.After
 	str := func(k string) string { s, _ := a.Get(k).Str(); return s }
 	m.Name, m.Phase, m.Status, m.Error, m.Kind = str("name"), str("phase"), str("status"), str("error"), str("kind")
+	m.ErrorType = str("error_type")
 	m.Value = a.Get("value")
 	m.Forced, _ = a.Get("forced").BoolOf()
 	return m, true
@@ -90,6 +94,7 @@ func MarkerEvent(m Marker) Event {
 	add("phase", m.Phase)
 	add("status", m.Status)
 	add("error", m.Error)
+	add("error_type", m.ErrorType)
 	add("kind", m.Kind)
 	if !m.Value.IsAbsent() {
 		ms = append(ms, Member{"value", m.Value})
