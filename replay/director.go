@@ -77,6 +77,12 @@ type Call struct {
 	// Parent is the id of the event the call hangs under in the new trace;
 	// Node is the innermost Node the call is made in ("" at top level).
 	Parent, Node string
+	// Step is the number of events in the new trace when the call is
+	// directed: the step its event gets when the agent makes calls one at a
+	// time. While the replay reproduces the base, it is also the step of the
+	// corresponding base event, which is how package fork tells the prefix
+	// from the tail.
+	Step int
 	// Cursor is the recorded call that strict matching would use for a
 	// dependency call (nil when every recorded call was consumed).
 	Cursor *Recorded

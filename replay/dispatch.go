@@ -17,6 +17,7 @@ type intercept struct {
 	input           trace.Value // after redaction
 	fp              string
 	parent, node    string
+	path            string // scope path
 	position        int
 	occurrence      int
 }
@@ -72,7 +73,7 @@ func (s *session) dispatchLocked(ic *intercept) decision {
 	}
 	if d := s.cfg.director; d != nil {
 		c := Call{Kind: ic.kind, Name: ic.label(), Provider: ic.provider, Model: ic.model, Input: ic.input,
-			Position: ic.position, Occurrence: ic.occurrence, Parent: ic.parent, Node: ic.node}
+			Position: ic.position, Occurrence: ic.occurrence, Parent: ic.parent, Node: ic.node, Step: len(s.tr.Events)}
 		if r := s.plan.at(); r != nil {
 			c.Cursor = &r.Recorded
 		}
@@ -182,8 +183,7 @@ func (s *session) exhausted(ic *intercept) error {
 // concurrentLocked matches ic with the earliest pending recorded call of the
 // same identity and input fingerprint under the same parent.
 func (s *session) concurrentLocked(ic *intercept) decision {
-	baseParent, scoped := s.baseOf[ic.parent]
-	r := s.plan.match(ic.kind, ic.name, ic.provider, ic.model, ic.fingerprint(), baseParent, scoped)
+	r := s.plan.match(ic.kind, ic.name, ic.provider, ic.model, ic.fingerprint(), ic.path, true)
 	if r != nil {
 		return s.takeLocked(ic, r, r.Position)
 	}
@@ -193,7 +193,7 @@ func (s *session) concurrentLocked(ic *intercept) decision {
 		more    int
 	)
 	for _, p := range s.plan.pending() {
-		if scoped && p.Call.ParentID != baseParent {
+		if s.plan.scopeOf(p.event) != ic.path {
 			continue
 		}
 		if len(listed) == 5 {
@@ -290,7 +290,7 @@ type usageSlot struct {
 // before redaction. served reports that the output comes from the recording
 // or a Director rather than from the body.
 func (s *session) dependency(ctx context.Context, sc *scope, ic *intercept, raw trace.Value, run runFunc) (out trace.Value, served bool, err error) {
-	ic.input, ic.parent, ic.node = redacted(raw), sc.parent, sc.node
+	ic.input, ic.parent, ic.node, ic.path = redacted(raw), sc.parent, sc.node, sc.path
 	s.mu.Lock()
 	d := s.dispatchLocked(ic)
 	input, model := raw, ic.model
@@ -301,9 +301,6 @@ func (s *session) dependency(ctx context.Context, sc *scope, ic *intercept, raw 
 		model = d.model
 	}
 	callID := s.appendCallLocked(ic, input, model, d.rec)
-	if s.plan != nil && d.rec != nil {
-		s.baseOf[callID] = d.rec.Call.ID
-	}
 	switch d.act {
 	case actServe:
 		s.appendServedLocked(ic, callID, model, d)
@@ -334,7 +331,7 @@ func (s *session) dependency(ctx context.Context, sc *scope, ic *intercept, raw 
 	s.mu.Unlock()
 
 	slot := &usageSlot{}
-	child := sc.child(ctx, callID, sc.node, slot)
+	child := sc.child(ctx, callID, sc.node, string(ic.kind)+":"+ic.label(), slot)
 	start := time.Now()
 	done := false
 	defer func() {

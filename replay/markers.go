@@ -32,9 +32,6 @@ func Node(ctx context.Context, name string, fn func(context.Context) error) erro
 	ev := trace.MarkerEvent(trace.Marker{Key: trace.MarkerNode, Name: name, Phase: trace.PhaseEnter})
 	ev.ParentID = sc.parent
 	enter := s.appendLocked(ev)
-	if s.plan != nil {
-		s.mapNodeLocked(enter, name, sc.parent)
-	}
 	s.mu.Unlock()
 
 	exit := func(err error) {
@@ -56,26 +53,10 @@ func Node(ctx context.Context, name string, fn func(context.Context) error) erro
 			panic(p)
 		}
 	}()
-	err := fn(sc.child(ctx, enter, name, nil))
+	err := fn(sc.child(ctx, enter, name, "node:"+name, nil))
 	done = true
 	exit(err)
 	return err
-}
-
-// mapNodeLocked links a node of this run to the base node it corresponds to
-// (the first unconsumed enter marker of that name under the corresponding
-// parent), so that Concurrent matching can compare scopes.
-func (s *session) mapNodeLocked(enter, name, parent string) {
-	baseParent, scoped := s.baseOf[parent]
-	for _, i := range s.plan.queues[queueKey(trace.MarkerNode, name)] {
-		m := &s.plan.markers[i]
-		if m.consumed || scoped && m.ev.ParentID != baseParent {
-			continue
-		}
-		m.consumed = true
-		s.baseOf[enter] = m.ev.ID
-		return
-	}
 }
 
 // Set records a write of state key: a state_change event with the value
@@ -158,7 +139,7 @@ func Read[T any](ctx context.Context, key string, current T) T {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := Call{Kind: KindState, Name: key, Input: redacted(cur), Parent: sc.parent, Node: sc.node,
-		Occurrence: s.occurrenceLocked(KindState, key)}
+		Occurrence: s.occurrenceLocked(KindState, key), Step: len(s.tr.Events)}
 	a := s.cfg.director.Direct(&c)
 	if a.kind != actServe {
 		return current
@@ -353,7 +334,7 @@ func (s *session) marker(sc *scope, kind CallKind, name string, computed trace.V
 	if s.plan != nil {
 		next = s.plan.nextMarker(key, name)
 		if d := s.cfg.director; d != nil {
-			c := Call{Kind: kind, Name: name, Input: redacted(computed), Occurrence: occ, Parent: sc.parent, Node: sc.node}
+			c := Call{Kind: kind, Name: name, Input: redacted(computed), Occurrence: occ, Parent: sc.parent, Node: sc.node, Step: len(s.tr.Events)}
 			if next != nil {
 				c.Marker = next.ev
 			}
