@@ -137,6 +137,9 @@ func TestInspectShowsMarkers(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
 		t.Fatal(err)
 	}
+	if len(got.Timeline) != 8 {
+		t.Fatalf("timeline has %d events, want 8:\n%s", len(got.Timeline), r.stdout)
+	}
 	if m := string(got.Timeline[2].Marker); m != `{"key":"@decision","name":"route","kind":"decision","value":"refund"}` {
 		t.Errorf("marker JSON = %s", m)
 	}
