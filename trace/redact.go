@@ -55,13 +55,15 @@ var sensitiveKeys = map[string]bool{
 // API-KEY, accessToken and clientSecret are sensitive; token, secret_key and
 // x-api-key are not.
 func IsSensitiveKey(key string) bool {
-	if len(key) > 32 {
-		return false // no normalized sensitive key is that long with separators
-	}
-	var buf [32]byte
+	// The longest sensitive key, authorization, has 13 letters; separators
+	// do not count, so a long key (api_____key) may still be sensitive.
+	var buf [14]byte
 	n := 0
 	for _, r := range strings.ToLower(key) {
 		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			if n == len(buf) {
+				return false
+			}
 			buf[n] = byte(r)
 			n++
 		}
@@ -120,15 +122,67 @@ func RedactString(s string) (string, bool) {
 	return out, out != s
 }
 
-// mayNeedRedaction is a cheap filter over canonical text: a value without any
-// of these substrings has neither a sensitive key nor a credential.
+// mayNeedRedaction is a cheap filter over canonical text: a value that passes
+// neither mayHoldCredential nor hasSensitiveAnchor has neither a sensitive key
+// nor a credential.
 func mayNeedRedaction(s string) bool {
-	if mayHoldCredential(s) {
-		return true
+	return mayHoldCredential(s) || hasSensitiveAnchor(s)
+}
+
+// hasSensitiveAnchor reports whether canonical JSON text, normalized as
+// IsSensitiveKey normalizes a key (lowercased, escape sequences and every
+// character but [a-z0-9] dropped), contains key, token, auth, passw or secret.
+// Every sensitive key contains one of them once normalized, and a key's
+// normalization is a substring of the text's, so text without them holds no
+// sensitive key, even one spelled pass_word or se"cret.
+func hasSensitiveAnchor(s string) bool {
+	var w [6]byte // the last six normalized characters
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z' || c >= '0' && c <= '9':
+		case c >= 'A' && c <= 'Z':
+			c += 'a' - 'A'
+		case c == '\\': // canonical escapes stand for '"', '\\' or control characters
+			if i+1 < len(s) && s[i+1] == 'u' {
+				i += 5
+			} else {
+				i++
+			}
+			continue
+		case strings.HasPrefix(s[i:], "\u212a"): // Kelvin sign: lowercases to k
+			c, i = 'k', i+2
+		case strings.HasPrefix(s[i:], "\u0130"): // İ: lowercases to i
+			c, i = 'i', i+1
+		default:
+			continue
+		}
+		copy(w[:], w[1:])
+		w[5] = c
+		switch c {
+		case 'y':
+			if string(w[3:]) == "key" {
+				return true
+			}
+		case 'n':
+			if string(w[1:]) == "token" {
+				return true
+			}
+		case 'h':
+			if string(w[2:]) == "auth" {
+				return true
+			}
+		case 'w':
+			if string(w[1:]) == "passw" {
+				return true
+			}
+		case 't':
+			if string(w[:]) == "secret" {
+				return true
+			}
+		}
 	}
-	l := strings.ToLower(s)
-	return strings.Contains(l, "key") || strings.Contains(l, "token") || strings.Contains(l, "auth") ||
-		strings.Contains(l, "passw") || strings.Contains(l, "secret")
+	return false
 }
 
 // RedactValue returns v with every value under a sensitive key replaced by
