@@ -65,7 +65,9 @@ type plan struct {
 	cursor   int              // calls before cursor are all consumed or skipped
 	left     int              // calls neither consumed nor skipped
 	rootID   string
-	nodes    []int // indexes of @node enter markers, in order
+	index    map[string]int // event id → index of its first event with that id
+	paths    []string       // scope path of each event (see scopePath), computed on demand
+	pathDone []bool
 }
 
 func queueKey(key, name string) string { return key + "\x00" + name }
@@ -85,6 +87,7 @@ func newPlan(base *trace.Trace) *plan {
 		children: make([][]int, len(evs)),
 	}
 	index := make(map[string]int, len(evs))
+	p.index = index
 	for i := range evs {
 		if _, dup := index[evs[i].ID]; !dup {
 			index[evs[i].ID] = i
@@ -145,9 +148,6 @@ func newPlan(base *trace.Trace) *plan {
 				continue
 			}
 			p.markerAt[i] = len(p.markers)
-			if m.Key == trace.MarkerNode {
-				p.nodes = append(p.nodes, len(p.markers))
-			}
 			k := queueKey(m.Key, m.Name)
 			p.queues[k] = append(p.queues[k], len(p.markers))
 			p.markers = append(p.markers, markerRec{ev: ev, m: m})
@@ -253,9 +253,9 @@ func inputOf(ev *trace.Event) trace.Value {
 }
 
 // match finds the earliest pending call with the given identity and input
-// fingerprint; when parent is not "" only calls recorded under that base
-// event qualify.
-func (p *plan) match(kind CallKind, name, provider, model, fp, parent string, scoped bool) *rec {
+// fingerprint; when scoped, only calls made in a scope with the given path
+// qualify.
+func (p *plan) match(kind CallKind, name, provider, model, fp, path string, scoped bool) *rec {
 	for i := p.cursor; i < len(p.calls); i++ {
 		r := &p.calls[i]
 		if r.consumed || r.skipped || r.Kind != kind {
@@ -265,7 +265,7 @@ func (p *plan) match(kind CallKind, name, provider, model, fp, parent string, sc
 		if kind == KindTool && ev.Name != name || kind == KindLLM && (ev.Model != model || ev.Provider != provider) {
 			continue
 		}
-		if scoped && ev.ParentID != parent {
+		if scoped && p.scopeOf(r.event) != path {
 			continue
 		}
 		if r.fingerprint() == fp {
@@ -273,6 +273,50 @@ func (p *plan) match(kind CallKind, name, provider, model, fp, parent string, sc
 		}
 	}
 	return nil
+}
+
+// scopeOf is the path of the scope event i was recorded in: the labels of
+// its enclosing events from the run down ("/node:worker/tool:fetch"), "" at
+// top level. Paths, not ids, identify scopes across runs, so calls made in
+// two nodes of the same name are told apart only by their order.
+func (p *plan) scopeOf(i int) string {
+	j, ok := p.index[p.base.Events[i].ParentID]
+	if !ok || j >= i || p.base.Events[i].ParentID == "" {
+		return ""
+	}
+	return p.pathOf(j)
+}
+
+// pathOf is the scope path inside event i.
+func (p *plan) pathOf(i int) string {
+	if p.paths == nil {
+		p.paths, p.pathDone = make([]string, len(p.base.Events)), make([]bool, len(p.base.Events))
+	}
+	if p.pathDone[i] {
+		return p.paths[i]
+	}
+	ev := &p.base.Events[i]
+	var path string
+	if ev.Type != trace.RunStart {
+		path = p.scopeOf(i) + "/" + scopeLabel(ev)
+	}
+	p.paths[i], p.pathDone[i] = path, true
+	return path
+}
+
+// scopeLabel names an event as a scope: "node:<name>", "tool:<name>",
+// "llm:<provider/model>".
+func scopeLabel(ev *trace.Event) string {
+	switch {
+	case ev.Type == trace.ToolCall:
+		return "tool:" + ev.Name
+	case ev.Type == trace.LLMRequest:
+		return "llm:" + trace.LLMLabel(ev.Provider, ev.Model)
+	case ev.IsMarker():
+		m, _ := ev.Marker()
+		return "node:" + m.Name
+	}
+	return string(ev.Type) + ":" + ev.Label()
 }
 
 // nextMarker returns the next unconsumed recorded marker with the key and

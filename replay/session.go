@@ -124,6 +124,7 @@ type scope struct {
 	s      *session
 	parent string
 	node   string
+	path   string     // scope path, as plan.pathOf computes it for the base
 	usage  *usageSlot // inside a model call's body: where ReportUsage writes
 }
 
@@ -135,8 +136,8 @@ func fromContext(ctx context.Context) *scope {
 	return sc
 }
 
-func (sc *scope) child(ctx context.Context, parent, node string, u *usageSlot) context.Context {
-	return context.WithValue(ctx, ctxKey{}, &scope{s: sc.s, parent: parent, node: node, usage: u})
+func (sc *scope) child(ctx context.Context, parent, node, label string, u *usageSlot) context.Context {
+	return context.WithValue(ctx, ctxKey{}, &scope{s: sc.s, parent: parent, node: node, path: sc.path + "/" + label, usage: u})
 }
 
 // session is one recording or replay. Every field is guarded by mu.
@@ -156,7 +157,6 @@ type session struct {
 	counts     [4]int // served, executed, blocked, failed
 	liveModels map[string]bool
 	liveTools  map[string]bool
-	baseOf     map[string]string // new event id → base event id (scopes, for Concurrent)
 }
 
 func newSession(cfg config, base *trace.Trace, agent string) *session {
@@ -179,7 +179,6 @@ func newSession(cfg config, base *trace.Trace, agent string) *session {
 		s.aligned = true
 		s.liveModels = setOf(cfg.liveModels)
 		s.liveTools = setOf(cfg.liveTools)
-		s.baseOf = map[string]string{}
 	}
 	return s
 }
@@ -281,9 +280,6 @@ func (s *session) occurrenceLocked(kind CallKind, name string) int {
 func (s *session) run(ctx context.Context, input trace.Value, agent Agent) (*Result, error) {
 	s.mu.Lock()
 	s.root = s.appendLocked(trace.Event{Type: trace.RunStart, Input: input})
-	if s.plan != nil {
-		s.baseOf[s.root] = s.plan.rootID
-	}
 	s.mu.Unlock()
 	ctx = context.WithValue(ctx, ctxKey{}, &scope{s: s, parent: s.root})
 
