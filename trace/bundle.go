@@ -270,7 +270,8 @@ func (tr *Trace) Prepared() (*Trace, error) {
 		}
 		red, es, err := RedactEvent(*ev)
 		if err != nil {
-			return nil, fmt.Errorf("event %s: %w", ev.ID, err)
+			// Name the event by position: its id may hold the credential.
+			return nil, fmt.Errorf("event #%d (step %d): %w", i+1, ev.Step, err)
 		}
 		*ev = red
 		entries = append(entries, es...)
