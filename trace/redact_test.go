@@ -93,7 +93,7 @@ func TestRedactString(t *testing.T) {
 		{"header Bearer abcdefgh and more", "header Bearer [REDACTED] and more", true},
 		{"BEARER\tabcdefgh", "BEARER\t[REDACTED]", true},
 		{"Bearer\u00a0abcdefgh", "Bearer\u00a0[REDACTED]", true}, // Python's \s is Unicode-aware
-		{"Bearer short", "Bearer short", false},                    // fewer than 8 characters
+		{"Bearer short", "Bearer short", false},                  // fewer than 8 characters
 		{"sk-short", "sk-short", false},
 		{"risk-abcdefghijkl", "risk-abcdefghijkl", false}, // no word boundary before sk-
 		{"ghp_abcdefgh", "[REDACTED]", true},
