@@ -142,6 +142,11 @@ func truncate(s string, limit int) string {
 // sorted, raw UTF-8, floats in Pydantic's notation (0.00001, 1e-7). Absent is
 // null.
 func appendPyJSON(dst []byte, v trace.Value) []byte {
+	// The canonical text differs from Pydantic's only in floats with a
+	// negative exponent, so text without "e-" is copied as it is.
+	if c := v.Canonical(); c != "" && !strings.Contains(c, "e-") {
+		return append(dst, c...)
+	}
 	switch v.Kind() {
 	case trace.Absent:
 		return append(dst, "null"...)
