@@ -292,6 +292,7 @@ func forkPath(path string, point Point, opts Options) (*Result, error) {
 		events:     r.Events(),
 		parentPath: parentPath,
 		parentFork: parentFork,
+		saved:      true,
 	}
 	made, err := forkSource(&src, point, opts)
 	res.OriginalEventCount = max(src.scanned, r.Manifest().Totals.Events)
@@ -375,6 +376,10 @@ type source struct {
 	events     iter.Seq2[*trace.Event, error]
 	parentPath string
 	parentFork []byte // the parent's fork.json, if it is a fork itself
+	// saved says the events come from a bundle on disk, so they are already
+	// redacted and hashed: only overridden events need preparing, and Save
+	// prepares the whole trace once more anyway.
+	saved bool
 
 	scanned  int  // events read from the stream
 	complete bool // the stream was read to its end
@@ -495,7 +500,7 @@ func forkSource(src *source, point Point, opts Options) (*made, error) {
 		runID = "run_" + strings.ReplaceAll(uuid.NewString(), "-", "")
 	}
 	forked := buildFork(src, kept, runID, applied)
-	prep, err := forked.Prepared()
+	prep, err := prepare(forked, applied, src.saved)
 	if err != nil {
 		return nil, &ForkError{Msg: fmt.Sprintf("cannot fork: %v", err), Err: err}
 	}
@@ -780,6 +785,36 @@ func buildFork(src *source, kept []trace.Event, runID string, applied []appliedO
 		reds = append(reds, r)
 	}
 	return &trace.Trace{Manifest: m, Events: kept, Redactions: reds}
+}
+
+// prepare returns the fork as Save would write it. A trace read from a bundle
+// was redacted and hashed when it was saved, so only the overridden events
+// and the totals need doing (Save does the rest again); any other trace gets
+// the full trace.Prepared.
+func prepare(tr *trace.Trace, applied []appliedOverride, saved bool) (*trace.Trace, error) {
+	if !saved {
+		return tr.Prepared()
+	}
+	tr.Totals.Events, tr.Totals.LLMCalls, tr.Totals.ToolCalls = len(tr.Events), 0, 0
+	for i := range tr.Events {
+		switch tr.Events[i].Type {
+		case trace.LLMRequest:
+			tr.Totals.LLMCalls++
+		case trace.ToolCall:
+			tr.Totals.ToolCalls++
+		}
+	}
+	for _, a := range applied {
+		ev := &tr.Events[a.index]
+		red, entries, err := trace.RedactEvent(*ev)
+		if err != nil {
+			return nil, fmt.Errorf("event %s: %w", ev.ID, err)
+		}
+		red.SetHashes()
+		*ev = red
+		tr.Redactions = append(tr.Redactions, entries...)
+	}
+	return tr, nil
 }
 
 func isOutputPointer(p string) bool { return p == "/output" || strings.HasPrefix(p, "/output/") }
