@@ -1,6 +1,7 @@
 package fork
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stepfork/stepfork/replay"
 	"github.com/stepfork/stepfork/trace"
 )
 
@@ -760,6 +762,60 @@ func TestRecordedVectorsSampledSteps(t *testing.T) {
 					t.Errorf("step %d: %d events", s, len(forked.Events))
 				}
 				checkForkOf(t, parent, forked)
+			}
+		})
+	}
+}
+
+type valueInput struct {
+	X int `json:"x"`
+}
+
+// TestFrozenReplayServesOverride records an agent with package replay, forks
+// the recording with an override, and replays the fork frozen: the agent is
+// served the overridden output, and a failure overridden with a success lets
+// the agent complete.
+func TestFrozenReplayServesOverride(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	getValue := replay.Tool("get_value", func(_ context.Context, in valueInput) (map[string]int, error) {
+		if in.X < 0 {
+			return nil, errors.New("negative input")
+		}
+		return map[string]int{"value": in.X}, nil
+	})
+	agent := replay.Typed(func(ctx context.Context, in valueInput) (map[string]int, error) { return getValue(ctx, in) })
+	tests := []struct {
+		name  string
+		input valueInput
+	}{
+		{"success overridden", valueInput{X: 42}},
+		{"failure overridden", valueInput{X: -1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			rec, _ := replay.Record(ctx, "test-agent", tt.input, agent)
+			if rec == nil || rec.Trace == nil {
+				t.Fatal("nothing recorded")
+			}
+			res, err := Trace(rec.Trace, AtStep(2), Options{Overrides: []Override{OverrideStep(2, map[string]any{"value": 999})}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Trace.Events[2].Type != trace.ToolResult {
+				t.Fatalf("step 2 is %s, want the tool_result", res.Trace.Events[2].Type)
+			}
+			rep, err := replay.Replay(ctx, res.Trace, agent)
+			if err != nil {
+				t.Fatalf("frozen replay of the fork: %v", err)
+			}
+			got, err := trace.ValueOf(rep.Output)
+			if err != nil || got != trace.MustParse(`{"value":999}`) || rep.Err != nil {
+				t.Errorf("agent returned %s (err %v); want the override {\"value\":999}", got, rep.Err)
+			}
+			if rep.Served != 1 || rep.Executed != 0 {
+				t.Errorf("served %d, executed %d; want 1 served, 0 executed", rep.Served, rep.Executed)
 			}
 		})
 	}
