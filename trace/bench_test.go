@@ -331,3 +331,60 @@ func BenchmarkSave(b *testing.B) {
 	}
 }
 
+// TestReprLiteral guards the float fast path the benchmarks rely on: every
+// literal reprLiteral accepts must be exactly what formatting its parsed
+// value prints, over fixed edge cases and random literals.
+func TestReprLiteral(t *testing.T) {
+	t.Parallel()
+	check := func(lit string) bool {
+		t.Helper()
+		f, err := strconv.ParseFloat(lit, 64)
+		if err != nil {
+			t.Fatalf("bad test literal %q", lit)
+		}
+		want := string(AppendFloatRepr(nil, f))
+		got := reprLiteral([]byte(lit))
+		if got && want != lit {
+			t.Fatalf("reprLiteral(%q) = true, but repr is %q", lit, want)
+		}
+		return got
+	}
+	for lit, fast := range map[string]bool{
+		"0.0": true, "-0.0": true, "1.0": true, "100.0": true, "0.5": true, "-2.25": true, "0.0001": true,
+		"0.61": true, "123456789012345.0": true, "0.123456789012345": true,
+		"0.00001": false, "1.50": false, "1e5": false, "1.5E-3": false, "1234567890123456.0": false,
+		"9007199254740993.0": false, "0.1234567890123456": false, "0.10": false,
+	} {
+		if got := check(lit); got != fast {
+			t.Errorf("reprLiteral(%q) = %v, want %v", lit, got, fast)
+		}
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	digits := func(n int) string {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte('0' + r.IntN(10))
+		}
+		return string(b)
+	}
+	accepted := 0
+	for range 200_000 {
+		ip := digits(1 + r.IntN(17))
+		for len(ip) > 1 && ip[0] == '0' {
+			ip = ip[1:]
+		}
+		lit := ip + "." + digits(1+r.IntN(17))
+		if r.IntN(2) == 0 {
+			lit = "0." + strings.Repeat("0", r.IntN(6)) + digits(1+r.IntN(16))
+		}
+		if r.IntN(4) == 0 {
+			lit = "-" + lit
+		}
+		if check(lit) {
+			accepted++
+		}
+	}
+	if accepted < 10_000 {
+		t.Errorf("only %d random literals took the fast path; the test does not exercise it", accepted)
+	}
+}

@@ -3,12 +3,14 @@ package trace
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"strconv"
+	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -75,13 +77,23 @@ func hashString(s string) string {
 // NaN, infinities, invalid UTF-8, lone surrogates, duplicate keys and nesting
 // deeper than MaxDepth.
 func Canonicalize(data []byte) ([]byte, error) {
-	var c canonicalizer
-	out, err := c.run(data, nil)
+	c := canonicalizers.Get().(*canonicalizer)
+	defer func() {
+		c.in, c.out = nil, nil // keep no reference to the caller's bytes
+		canonicalizers.Put(c)
+	}()
+	// The canonical form is rarely longer than the input: a float in
+	// exponent form or a \u escape of a control character can grow a little.
+	out, err := c.run(data, make([]byte, 0, len(data)+len(data)/16+8))
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
 }
+
+// canonicalizers keeps canonicalizers, whose scratch buffers are worth
+// reusing between calls.
+var canonicalizers = sync.Pool{New: func() any { return new(canonicalizer) }}
 
 // canonicalizer turns JSON text into canonical JSON in one pass. It is reusable:
 // its scratch buffers keep their capacity between calls, so the steady state
@@ -96,7 +108,17 @@ type canonicalizer struct {
 	members []member
 	keys    []byte // decoded keys that needed unescaping
 	tmp     []byte // scratch for reordering an object
+	runeBuf [utf8.UTFMax]byte
 }
+
+// byteTable holds every byte value at its own index, so that a one-byte
+// slice of it can be passed on without allocating.
+var byteTable = func() (t [256]byte) {
+	for i := range t {
+		t[i] = byte(i)
+	}
+	return t
+}()
 
 // member locates one object member while its object is being canonicalized.
 type member struct {
@@ -155,6 +177,9 @@ func (c *canonicalizer) value() error {
 	case ch == '[':
 		return c.array()
 	case ch == '"':
+		if c.appendString() {
+			return nil
+		}
 		c.out = append(c.out, '"')
 		if err := c.stringBody(func(b []byte) { c.out = appendEscaped(c.out, b) }); err != nil {
 			return err
@@ -260,11 +285,15 @@ func (c *canonicalizer) object() error {
 		m := member{start: len(c.out)}
 		keyStartIn := c.pos + 1
 		var escaped bool
-		c.out = append(c.out, '"')
-		if err := c.stringBodyEsc(&escaped, func(b []byte) { c.out = appendEscaped(c.out, b) }); err != nil {
-			return err
+		if c.plainString() {
+			c.out = append(c.out, c.in[keyStartIn-1:c.pos]...)
+		} else {
+			c.out = append(c.out, '"')
+			if err := c.stringBodyEsc(&escaped, func(b []byte) { c.out = appendEscaped(c.out, b) }); err != nil {
+				return err
+			}
+			c.out = append(c.out, '"')
 		}
-		c.out = append(c.out, '"')
 		if !escaped {
 			m.keyFromIn, m.keyStart, m.keyEnd = true, keyStartIn, c.pos-1
 		} else {
@@ -343,6 +372,116 @@ func (c *canonicalizer) reorder(base, objStart int) error {
 	return nil
 }
 
+// plainString reports whether the JSON string at the cursor (its opening
+// quote) has no escape sequences and is valid UTF-8: then its bytes are
+// already canonical, and plainString moves the cursor past its closing
+// quote. Otherwise it leaves the cursor alone, and stringBodyEsc decodes
+// the string (and reports errors at their exact offsets). It checks eight
+// bytes at a time.
+func (c *canonicalizer) plainString() bool {
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
+	in := c.in
+	i := c.pos + 1
+	var high uint64
+	for ; i+8 <= len(in); i += 8 {
+		x := binary.LittleEndian.Uint64(in[i:])
+		q, bs := x^(lo*'"'), x^(lo*'\\')
+		if ((x-lo*0x20)&^x|(q-lo)&^q|(bs-lo)&^bs)&hi != 0 {
+			break // a quote, a backslash or a control character is near
+		}
+		high |= x
+	}
+	for ; i < len(in); i++ {
+		b := in[i]
+		if b == '"' {
+			break
+		}
+		if b < 0x20 || b == '\\' {
+			return false
+		}
+		high |= uint64(b)
+	}
+	if i >= len(in) || high&0x80 != 0 && !utf8.Valid(in[c.pos+1:i]) {
+		return false
+	}
+	c.pos = i + 1
+	return true
+}
+
+// appendString appends the canonical form of the JSON string at the cursor
+// in one pass: runs of plain bytes are copied as they are, escape sequences
+// are decoded and re-escaped canonically. On anything it cannot take (an
+// invalid escape, a lone surrogate, invalid UTF-8, a control character, the
+// end of input) it undoes its output and returns false, leaving the cursor
+// at the string, so that stringBodyEsc reports the error at its offset.
+func (c *canonicalizer) appendString() bool {
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
+	in, outStart := c.in, len(c.out)
+	i := c.pos + 1
+	run := i
+	var high uint64
+	c.out = append(c.out, '"')
+	for {
+		for ; i+8 <= len(in); i += 8 {
+			x := binary.LittleEndian.Uint64(in[i:])
+			q, bs := x^(lo*'"'), x^(lo*'\\')
+			if ((x-lo*0x20)&^x|(q-lo)&^q|(bs-lo)&^bs)&hi != 0 {
+				break
+			}
+			high |= x
+		}
+		for ; i < len(in); i++ {
+			b := in[i]
+			if b == '"' || b == '\\' || b < 0x20 {
+				break
+			}
+			high |= uint64(b)
+		}
+		if i >= len(in) || in[i] < 0x20 || high&hi != 0 && !utf8.Valid(in[run:i]) {
+			c.out = c.out[:outStart]
+			return false
+		}
+		c.out = append(c.out, in[run:i]...)
+		high = 0
+		if in[i] == '"' {
+			c.out = append(c.out, '"')
+			c.pos = i + 1
+			return true
+		}
+		if i+1 >= len(in) {
+			c.out = c.out[:outStart]
+			return false
+		}
+		switch e := in[i+1]; e {
+		case '"', '\\':
+			c.out = append(c.out, '\\', e)
+			i += 2
+		case '/':
+			c.out = append(c.out, '/')
+			i += 2
+		case 'b', 'f', 'n', 'r', 't':
+			c.out = append(c.out, '\\', e)
+			i += 2
+		case 'u':
+			save := c.pos
+			c.pos = i + 2
+			r, err := c.unicodeEscape()
+			if err != nil {
+				c.pos = save
+				c.out = c.out[:outStart]
+				return false
+			}
+			i, c.pos = c.pos, save
+			n := utf8.EncodeRune(c.runeBuf[:], r)
+			c.out = appendEscaped(c.out, c.runeBuf[:n])
+		default:
+			c.out = c.out[:outStart]
+			return false
+		}
+		run = i
+	}
+}
+
 func (c *canonicalizer) stringBody(emit func([]byte)) error {
 	var escaped bool
 	return c.stringBodyEsc(&escaped, emit)
@@ -394,28 +533,29 @@ func (c *canonicalizer) stringBodyEsc(escaped *bool, emit func([]byte)) error {
 			}
 			esc := c.in[c.pos+1]
 			c.pos += 2
-			var one [4]byte
+			// Single bytes come from a static table and runes from a
+			// buffer in c: emit escapes its argument, so a local array
+			// would cost an allocation per escape sequence.
 			switch esc {
 			case '"', '\\', '/':
-				one[0] = esc
-				emit(one[:1])
+				emit(byteTable[esc : esc+1])
 			case 'b':
-				emit([]byte{'\b'})
+				emit(byteTable['\b' : '\b'+1])
 			case 'f':
-				emit([]byte{'\f'})
+				emit(byteTable['\f' : '\f'+1])
 			case 'n':
-				emit([]byte{'\n'})
+				emit(byteTable['\n' : '\n'+1])
 			case 'r':
-				emit([]byte{'\r'})
+				emit(byteTable['\r' : '\r'+1])
 			case 't':
-				emit([]byte{'\t'})
+				emit(byteTable['\t' : '\t'+1])
 			case 'u':
 				r, err := c.unicodeEscape()
 				if err != nil {
 					return err
 				}
-				n := utf8.EncodeRune(one[:], r)
-				emit(one[:n])
+				n := utf8.EncodeRune(c.runeBuf[:], r)
+				emit(c.runeBuf[:n])
 			default:
 				c.pos -= 2
 				return c.errf("invalid JSON: invalid escape \\%c", esc)
@@ -536,6 +676,10 @@ func (c *canonicalizer) number() error {
 		c.out = append(c.out, lit...)
 		return nil
 	}
+	if reprLiteral(lit) {
+		c.out = append(c.out, lit...)
+		return nil
+	}
 	f, err := strconv.ParseFloat(string(lit), 64)
 	if err != nil && (math.IsInf(f, 0) || math.IsNaN(f)) {
 		c.pos = start
@@ -543,6 +687,48 @@ func (c *canonicalizer) number() error {
 	}
 	c.out = AppendFloatRepr(c.out, f)
 	return nil
+}
+
+// reprLiteral reports whether a JSON float literal is already what Python's
+// repr prints for it, so that parsing and formatting can be skipped: plain
+// decimal notation (no exponent), at most 15 significant digits, no trailing
+// zero after the point unless the fraction is a single 0, and a decimal
+// exponent in repr's plain range [-4, 16). Such a literal is its own
+// shortest round-trip form: any two decimals of at most 15 significant
+// digits convert to different float64s (DBL_DIG = 15), so no other string of
+// at most as many digits denotes the same float.
+func reprLiteral(lit []byte) bool {
+	if lit[0] == '-' {
+		lit = lit[1:]
+	}
+	dot := bytes.IndexByte(lit, '.')
+	if dot < 0 {
+		return false
+	}
+	intPart, frac := lit[:dot], lit[dot+1:]
+	for _, b := range frac {
+		if b < '0' || b > '9' {
+			return false // an exponent
+		}
+	}
+	if len(frac) > 1 && frac[len(frac)-1] == '0' {
+		return false
+	}
+	if len(intPart) == 1 && intPart[0] == '0' {
+		z := 0
+		for z < len(frac) && frac[z] == '0' {
+			z++
+		}
+		if z == len(frac) {
+			return true // 0.0
+		}
+		return z <= 3 && len(frac)-z <= 15
+	}
+	digits := len(intPart)
+	if len(frac) > 1 || frac[0] != '0' {
+		digits += len(frac)
+	}
+	return digits <= 15
 }
 
 // appendEscaped appends s with the canonical string escapes: only '"', '\\' and
@@ -591,15 +777,21 @@ func appendQuoted(dst []byte, s string) []byte {
 // decimal exponent of its first digit (f = 0.d1d2d3… × 10^(exp+1)).
 func floatParts(buf []byte, f float64) (digits []byte, exp int) {
 	b := strconv.AppendFloat(buf[:0], math.Abs(f), 'e', -1, 64)
-	// b is "d.ddde±XX" or "de±XX".
+	// b is "d.ddde±XX" or "de±XX"; drop the '.' in place and read the
+	// exponent by hand, so nothing is allocated.
 	e := bytes.IndexByte(b, 'e')
-	mant, expText := b[:e], b[e+1:]
-	exp, _ = strconv.Atoi(string(expText))
-	digits = append(digits[:0], mant[0])
-	if len(mant) > 2 {
-		digits = append(digits, mant[2:]...)
+	neg := b[e+1] == '-'
+	for _, ch := range b[e+2:] {
+		exp = exp*10 + int(ch-'0')
 	}
-	return digits, exp
+	if neg {
+		exp = -exp
+	}
+	if e > 2 {
+		copy(b[1:], b[2:e])
+		return b[:e-1], exp
+	}
+	return b[:1], exp
 }
 
 // AppendFloatRepr appends f formatted as Python's repr(float): the shortest
