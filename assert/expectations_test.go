@@ -245,3 +245,38 @@ func TestLoadExpectations(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseExpectations checks that no input panics, every error wraps
+// ErrInvalid, and accepted expectations survive a JSON round trip.
+func FuzzParseExpectations(f *testing.F) {
+	for _, seed := range []string{
+		`{}`, `[]`, `{"called": ["a"], "counts": {"a": 1}}`,
+		`{"arguments": [{"name": "a", "value": {"x": [1, 2.5, null]}, "occurrence": 2}]}`,
+		`{"sequence": ["a", "b"], "strict_sequence": false, "max_steps": 3}`,
+		`{"sequence": ["a"], "match": "superset", "order": [["a", "b"]]}`,
+		`{"__import__": "os"}`, `{"counts": {"a": -1}}`, `{"called": ["a",]}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		e, err := assert.ParseExpectations(data)
+		if err != nil {
+			if !errors.Is(err, assert.ErrInvalid) {
+				t.Fatalf("error %v does not wrap ErrInvalid", err)
+			}
+			return
+		}
+		out, err := json.Marshal(e)
+		if err != nil {
+			t.Fatalf("Marshal of parsed %s: %v", data, err)
+		}
+		back, err := assert.ParseExpectations(out)
+		if err != nil {
+			t.Fatalf("re-parsing %s: %v", out, err)
+		}
+		if d := cmp.Diff(e, back); d != "" {
+			t.Fatalf("round trip of %s changed the expectations (-first +second):\n%s", data, d)
+		}
+		_ = e.Check(refundRun(t))
+	})
+}

@@ -2,8 +2,10 @@ package assert_test
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp/cmpopts"
 
@@ -281,4 +283,30 @@ func TestReprString(t *testing.T) {
 			t.Errorf("repr of %q:\n got: %v\nwant: %s", tc.in, err, want)
 		}
 	}
+}
+
+// TestLegacyPairing pairs results with calls in a trace without parent links,
+// as stepfork does for legacy recordings: the first later unpaired result of
+// the same name, unless another call of that name comes first.
+func TestLegacyPairing(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ev := func(typ trace.EventType, name string, status trace.Status) trace.Event {
+		return trace.Event{Type: typ, Name: name, Status: status, ReplayPolicy: trace.PolicyFrozen,
+			Timestamp: at, Input: trace.NullValue, Output: trace.NullValue}
+	}
+	tr := &trace.Trace{Events: []trace.Event{
+		ev(trace.ToolCall, "a", trace.StatusOK),      // paired with the error result below
+		ev(trace.ToolCall, "b", trace.StatusOK),      // no result: another call of b follows first
+		ev(trace.ToolCall, "b", trace.StatusOK),      // paired with the ok result of b
+		ev(trace.ToolResult, "a", trace.StatusError), //
+		ev(trace.ToolResult, "b", trace.StatusOK),    //
+	}}
+	for i := range tr.Events {
+		tr.Events[i].ID = fmt.Sprintf("e%d", i)
+		tr.Events[i].Step = i
+	}
+	runAssertion(t, func(r assert.TestingT) bool { return assert.ToolFailed(r, tr, "a") }, "")
+	runAssertion(t, func(r assert.TestingT) bool { return assert.ToolSucceeded(r, tr, "b") },
+		"tool 'b': expected every call to succeed; call 1 of 2 has no recorded result at step 1 (event e1)")
 }
