@@ -58,6 +58,8 @@ type Info struct {
 	Changes trace.Value
 	Policy  string
 	GroupID string
+	// Memoize records that the tail's model calls were memoized (Memoize).
+	Memoize bool
 
 	// Ancestors is the provenance of the parent when the parent is a fork
 	// itself, then of its parent, and so on: nearest first, each without
@@ -149,6 +151,7 @@ type infoWire struct {
 	Changes          *trace.Value   `json:"changes,omitempty"`
 	Policy           string         `json:"policy,omitempty"`
 	GroupID          string         `json:"group_id,omitempty"`
+	Memoize          bool           `json:"memoize,omitempty"`
 	Ancestors        []infoWire     `json:"ancestors,omitempty"`
 }
 
@@ -178,6 +181,7 @@ func (i *Info) wire(top bool) infoWire {
 		Overrides:        []overrideWire{},
 		Policy:           i.Policy,
 		GroupID:          i.GroupID,
+		Memoize:          i.Memoize,
 	}
 	if i.ParentTracePath != "" {
 		p, _ := trace.RedactString(i.ParentTracePath)
@@ -288,6 +292,7 @@ func (w *infoWire) info(prefix string) (Info, error) {
 		OverridesApplied: w.OverridesApplied,
 		Policy:           w.Policy,
 		GroupID:          w.GroupID,
+		Memoize:          w.Memoize,
 	}
 	if w.ParentTracePath != nil {
 		info.ParentTracePath = *w.ParentTracePath

@@ -1,0 +1,417 @@
+package fork
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+
+	"github.com/stepfork/stepfork/replay"
+	"github.com/stepfork/stepfork/trace"
+)
+
+// Policy says what the side-effect guard does with a tool call of the tail
+// that no change substitutes. Build it with Replay, Block or Allow; it is an
+// Option.
+type Policy struct {
+	block bool
+	allow []string
+}
+
+// Replay is the default policy: a tail tool call whose name and canonical
+// input equal a base call not yet consumed (the earliest such, so repeated
+// identical calls are served in recorded order) is served that call's
+// recorded result; any other tool call is blocked. The match is on the input
+// fingerprint, never on position alone.
+func Replay() Policy { return Policy{} }
+
+// Block never executes a tool in the tail and never serves one from the
+// recording: every tail tool call is blocked.
+func Block() Policy { return Policy{block: true} }
+
+// Allow executes the named tools for real in the tail; other tools are
+// handled as under Replay.
+func Allow(names ...string) Policy { return Policy{allow: slices.Clone(names)} }
+
+func (p Policy) apply(cfg *config) { cfg.policy = p }
+
+// String is "replay", "block" or "allow:a,b" (the fork.json form).
+func (p Policy) String() string {
+	switch {
+	case p.block:
+		return "block"
+	case len(p.allow) > 0:
+		return "allow:" + strings.Join(p.allow, ",")
+	}
+	return "replay"
+}
+
+func parsePolicy(s string) (Policy, error) {
+	switch {
+	case s == "" || s == "replay":
+		return Replay(), nil
+	case s == "block":
+		return Block(), nil
+	case strings.HasPrefix(s, "allow:"):
+		return Allow(strings.Split(strings.TrimPrefix(s, "allow:"), ",")...), nil
+	}
+	return Policy{}, fmt.Errorf("unknown side-effect policy %q (replay, block, or allow:NAMES)", s)
+}
+
+// SuppressedEffect is a tail call the guard held back instead of executing.
+type SuppressedEffect struct {
+	Step   int             // the call's step in the variant
+	Kind   replay.CallKind // replay.KindTool, or replay.KindApproval for an unanswered approval
+	Tool   string          // the tool (or approval) name
+	Input  trace.Value     // the input it was called with (redacted)
+	Reason string
+}
+
+// MemoHit is a tail call served from the base run's recording: a model call
+// under Memoize, or a tool call the guard replayed. It cost nothing and is
+// never counted as incurred cost or tokens.
+type MemoHit struct {
+	Step     int // the call's step in the variant
+	Kind     replay.CallKind
+	Name     string // tool name or model label
+	BaseStep int    // the step of the recorded call that was served
+}
+
+// director answers the replay session's calls for one variant run: the
+// prefix strictly from the recording, the tail under the changes, the guard
+// and the memo. Its fields are touched only from Direct, which the session
+// calls one call at a time.
+type director struct {
+	ctx     context.Context
+	ix      *index
+	at      Resolved
+	policy  Policy
+	memoize bool
+	log     *slog.Logger
+	changes []*bound
+
+	suppressed []SuppressedEffect
+	memoHits   []MemoHit
+	replayed   []MemoHit
+	prefixErr  error
+	tail       bool
+	readDone   map[string]bool
+}
+
+func (d *director) logf(msg string, attrs ...slog.Attr) {
+	if d.log != nil {
+		d.log.LogAttrs(d.ctx, slog.LevelInfo, msg, attrs...)
+	}
+}
+
+func (d *director) applied(b *bound, step int) {
+	b.hit(step)
+	d.logf("change applied", slog.String("change", b.desc), slog.Int("step", step))
+}
+
+// Direct implements replay.Director.
+func (d *director) Direct(c *replay.Call) replay.Action {
+	dependency := c.Kind == replay.KindTool || c.Kind == replay.KindLLM
+	if err := d.ctx.Err(); err != nil && dependency {
+		return replay.Fail(fmt.Errorf("fork: %w", err))
+	}
+	if c.Step < d.at.pos {
+		return d.prefix(c)
+	}
+	d.tail = true
+	switch c.Kind {
+	case replay.KindTool:
+		return d.tool(c)
+	case replay.KindLLM:
+		return d.model(c)
+	case replay.KindDecision:
+		for _, b := range d.changes {
+			if b.kind == ckDecision && b.name == c.Name && (!b.once || b.applied == 0) {
+				d.applied(b, c.Step)
+				return replay.Serve(b.value)
+			}
+		}
+		return replay.Execute()
+	case replay.KindApproval:
+		var all *bound
+		for _, b := range d.changes {
+			if b.kind == ckHuman && b.name == c.Name {
+				d.applied(b, c.Step)
+				return replay.Serve(b.value)
+			}
+			if b.kind == ckHuman && b.name == "" {
+				all = b
+			}
+		}
+		if all != nil {
+			d.applied(all, c.Step)
+			return replay.Serve(all.value)
+		}
+		if c.Marker != nil {
+			return replay.Strict()
+		}
+		reason := fmt.Sprintf("approval '%s' has no recorded answer in the base run; answer it with fork.HumanResponse(%q, …)", c.Name, c.Name)
+		d.suppress(c, reason)
+		return replay.Block(reason)
+	case replay.KindParam:
+		for _, b := range d.changes {
+			if b.kind == ckParam && b.name == c.Name {
+				d.applied(b, c.Step)
+				return replay.Serve(b.value)
+			}
+		}
+		if c.Marker != nil {
+			return replay.Strict()
+		}
+		return replay.Execute()
+	case replay.KindState:
+		if d.readDone[c.Name] {
+			return replay.Strict()
+		}
+		for _, b := range d.changes {
+			if b.kind != ckState {
+				continue
+			}
+			for _, m := range b.set {
+				if m.Key == c.Name {
+					d.readDone[c.Name] = true
+					d.applied(b, c.Step)
+					return replay.Serve(m.Value)
+				}
+			}
+			if slices.Contains(b.delete, c.Name) {
+				d.readDone[c.Name] = true
+				d.applied(b, c.Step)
+				return replay.Serve(trace.Value{})
+			}
+		}
+		return replay.Strict()
+	}
+	// Now, NewID, SideEffect: the recorded value while there is one, so the
+	// tail sees the nondeterminism the base run saw.
+	if c.Marker != nil {
+		return replay.Strict()
+	}
+	return replay.Execute()
+}
+
+// prefix serves a call before the fork point strictly, and notes when the
+// agent does not make the call the base run recorded there.
+func (d *director) prefix(c *replay.Call) replay.Action {
+	if d.prefixErr != nil {
+		return replay.Strict()
+	}
+	switch c.Kind {
+	case replay.KindTool, replay.KindLLM:
+		r := c.Cursor
+		switch {
+		case r == nil:
+			d.prefixErr = fmt.Errorf("the agent made %s call '%s' (call #%d) after every call of the base run was consumed", c.Kind, c.Name, c.Position)
+		case r.Kind != c.Kind || r.Label != c.Name:
+			d.prefixErr = fmt.Errorf("the agent made %s call '%s' (call #%d) where the base run recorded %s call '%s' (step %d)", c.Kind, c.Name, c.Position, r.Kind, r.Label, r.Call.Step)
+		case inputOf(r.Call) != c.Input:
+			d.prefixErr = fmt.Errorf("%s call '%s' (call #%d, step %d) was made with another input than the base run recorded", c.Kind, c.Name, c.Position, r.Call.Step)
+		}
+	case replay.KindDecision:
+		if c.Marker == nil {
+			d.prefixErr = fmt.Errorf("the agent made decision '%s', which the base run did not record before the fork point", c.Name)
+		} else if m, _ := c.Marker.Marker(); m.Value != c.Input {
+			d.prefixErr = fmt.Errorf("decision '%s' (step %d) came out %s where the base run recorded %s", c.Name, c.Marker.Step, short(c.Input), short(m.Value))
+		}
+	case replay.KindState:
+	default:
+		if c.Marker == nil {
+			d.prefixErr = fmt.Errorf("the agent made a %s call '%s' that the base run did not record before the fork point", c.Kind, c.Name)
+		}
+	}
+	return replay.Strict()
+}
+
+func inputOf(ev *trace.Event) trace.Value {
+	if ev.Input.IsAbsent() {
+		return trace.NullValue
+	}
+	return ev.Input
+}
+
+// output finds the output substitution for call c, if any.
+func (d *director) output(kind ckind, c *replay.Call) *bound {
+	for _, b := range d.changes {
+		if b.kind == kind && (b.label == c.Name || kind == ckLLMResponse && b.label == c.Model) && (b.occ == 0 || b.occ == c.Occurrence) {
+			return b
+		}
+	}
+	return nil
+}
+
+func (d *director) suppress(c *replay.Call, reason string) {
+	d.suppressed = append(d.suppressed, SuppressedEffect{Step: c.Step, Kind: c.Kind, Tool: c.Name, Input: c.Input, Reason: reason})
+	d.logf("effect suppressed", slog.String("kind", string(c.Kind)), slog.String("name", c.Name), slog.Int("step", c.Step), slog.String("reason", reason))
+}
+
+// tool is the side-effect guard.
+func (d *director) tool(c *replay.Call) replay.Action {
+	if b := d.output(ckToolResult, c); b != nil {
+		d.applied(b, c.Step)
+		return replay.Serve(b.value)
+	}
+	if slices.Contains(d.policy.allow, c.Name) {
+		return replay.Execute()
+	}
+	if d.policy.block {
+		reason := "the side-effect policy is Block"
+		d.suppress(c, reason)
+		return replay.Block(reason)
+	}
+	if c.Match != nil {
+		d.replayed = append(d.replayed, MemoHit{Step: c.Step, Kind: c.Kind, Name: c.Name, BaseStep: c.Match.Call.Step})
+		return replay.ServeMatch()
+	}
+	reason := fmt.Sprintf("the base run has no unconsumed call of tool '%s' with this input, so there is no recorded result to replay and executing it could touch the world. Allow it with fork.Allow(%q), or fork where its input is unchanged.", c.Name, c.Name)
+	d.suppress(c, reason)
+	return replay.Block(reason)
+}
+
+// model applies output substitutions, then request patches, then the memo.
+func (d *director) model(c *replay.Call) replay.Action {
+	if b := d.output(ckLLMResponse, c); b != nil {
+		d.applied(b, c.Step)
+		return replay.Serve(b.value)
+	}
+	input, model, patched := d.patch(c)
+	if !patched && d.memoize && c.Match != nil {
+		d.memoHits = append(d.memoHits, MemoHit{Step: c.Step, Kind: c.Kind, Name: c.Name, BaseStep: c.Match.Call.Step})
+		d.logf("memo hit", slog.String("model", c.Name), slog.Int("step", c.Step), slog.Int("base_step", c.Match.Call.Step))
+		return replay.ServeMatch()
+	}
+	a := replay.Execute()
+	if patched {
+		a = a.WithInput(input)
+		if model != c.Model {
+			a = a.WithModel(model)
+		}
+	}
+	return a
+}
+
+// specificity ranks how an agent change's target matches a call: 3 for its
+// node, 2 for its model label, 1 for its model, 0 for All; -1 for no match.
+func specificity(target string, c *replay.Call) int {
+	switch target {
+	case c.Node:
+		if c.Node != "" {
+			return 3
+		}
+	case c.Name:
+		return 2
+	case c.Model:
+		return 1
+	case All:
+		return 0
+	}
+	return -1
+}
+
+// patch applies the most specific matching prompt, model and temperature
+// changes to the request of c. patched is false when nothing matched or the
+// patched request equals the original.
+func (d *director) patch(c *replay.Call) (trace.Value, string, bool) {
+	var pick [3]*bound
+	best := [3]int{-1, -1, -1}
+	for _, b := range d.changes {
+		slot := -1
+		switch b.kind {
+		case ckPrompt:
+			slot = 0
+		case ckModel:
+			slot = 1
+		case ckTemperature:
+			slot = 2
+		}
+		if slot < 0 {
+			continue
+		}
+		if s := specificity(b.label, c); s > best[slot] {
+			best[slot], pick[slot] = s, b
+		}
+	}
+	if pick[0] == nil && pick[1] == nil && pick[2] == nil {
+		return trace.Value{}, "", false
+	}
+	input, model := c.Input, c.Model
+	if pick[0] != nil {
+		input = patchPrompt(input, c.Provider, pick[0].text)
+		d.applied(pick[0], c.Step)
+	}
+	if pick[1] != nil {
+		model = pick[1].text
+		if !input.Get("model").IsAbsent() {
+			input = withMember(input, "model", trace.StringValue(model))
+		}
+		d.applied(pick[1], c.Step)
+	}
+	if pick[2] != nil {
+		if t, err := trace.FloatValue(pick[2].temp); err == nil {
+			input = withMember(input, "temperature", t)
+		}
+		d.applied(pick[2], c.Step)
+	}
+	return input, model, input != c.Input || model != c.Model
+}
+
+// withMember returns the object o with key set to v (o itself when it is not
+// an object).
+func withMember(o trace.Value, key string, v trace.Value) trace.Value {
+	if o.Kind() != trace.Object {
+		return o
+	}
+	ms := make([]trace.Member, 0, o.Len()+1)
+	for k, x := range o.Members() {
+		if k != key {
+			ms = append(ms, trace.Member{Key: k, Value: x})
+		}
+	}
+	ms = append(ms, trace.Member{Key: key, Value: v})
+	out, err := trace.ObjectValue(ms...)
+	if err != nil {
+		return o
+	}
+	return out
+}
+
+// patchPrompt replaces the system prompt of a request: the "system" field
+// when there is one (replay.Request, Anthropic); else the content of the
+// first message with role "system" (OpenAI); else a new "system" field for
+// Anthropic and provider-neutral requests, or a system message prepended to
+// a raw body's messages (one that carries its "model").
+func patchPrompt(in trace.Value, provider, text string) trace.Value {
+	if in.Kind() != trace.Object {
+		return in
+	}
+	sys := trace.StringValue(text)
+	if !in.Get("system").IsAbsent() {
+		return withMember(in, "system", sys)
+	}
+	msgs := in.Get("messages")
+	if msgs.Kind() == trace.Array {
+		es := make([]trace.Value, 0, msgs.Len()+1)
+		done := false
+		for _, m := range msgs.Elems() {
+			if role, _ := m.Get("role").Str(); !done && role == "system" {
+				m, done = withMember(m, "content", sys), true
+			}
+			es = append(es, m)
+		}
+		if done {
+			out, _ := trace.ArrayValue(es...)
+			return withMember(in, "messages", out)
+		}
+		if provider != "anthropic" && !in.Get("model").IsAbsent() {
+			first := obj("role", trace.StringValue("system"), "content", sys)
+			out, _ := trace.ArrayValue(append([]trace.Value{first}, es...)...)
+			return withMember(in, "messages", out)
+		}
+	}
+	return withMember(in, "system", sys)
+}

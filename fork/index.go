@@ -1,0 +1,265 @@
+package fork
+
+import (
+	"github.com/stepfork/stepfork/replay"
+	"github.com/stepfork/stepfork/trace"
+)
+
+// index is what counterfactual execution needs to know about a base run:
+// parent links, the call and node enclosing every event, occurrences, node
+// executions, first writes, and suffix sums of the tail's calls and cost. It
+// is built in one pass over the events (plus one backward pass) and never
+// modified afterwards, so a sweep builds it once and shares it, read-only,
+// across its variants (cycgraph hazards H6 and H9).
+type index struct {
+	tr   *trace.Trace
+	byID map[string]int32
+
+	parent []int32 // index of the parent event, -1 for none
+	call   []int32 // innermost enclosing tool_call / llm_request (not the event itself), -1
+	node   []int32 // innermost enclosing @node enter marker (not the event itself), -1
+	end    []int32 // last index of the event's subtree
+	occ    []int32 // occurrence of calls, node enters, decisions, parameters (1-based), 0 otherwise
+
+	nodes      map[string][]int32 // node name → enter markers, in order
+	nodeOrder  []string           // node names in order of first execution
+	enters     []int32            // every @node enter marker, in order
+	exit       map[int32]int32    // enter marker → exit marker
+	calls      map[string][]int32 // callKey(kind, label) and callKey(llm, model) → call events
+	callOrder  map[replay.CallKind][]string
+	decisions  map[string][]int32 // decision and approval markers by name
+	params     map[string][]int32
+	firstWrite map[string]int32 // plain state key → first state_change writing it
+	keyOrder   []string
+
+	// suffix sums: calls and cost from event i to the end (length n+1).
+	sufTools, sufModels []int32
+	sufCost             []float64
+	sufTokens           []int64
+}
+
+func callKey(kind replay.CallKind, label string) string { return string(kind) + "\x00" + label }
+
+// newIndex indexes tr. Parents precede their children in a stepfork trace
+// (events are appended in order), so one forward pass finds every event's
+// enclosing call and node.
+func newIndex(tr *trace.Trace) *index {
+	evs := tr.Events
+	n := len(evs)
+	ix := &index{
+		tr:         tr,
+		byID:       make(map[string]int32, n),
+		parent:     make([]int32, n),
+		call:       make([]int32, n),
+		node:       make([]int32, n),
+		end:        make([]int32, n),
+		occ:        make([]int32, n),
+		nodes:      map[string][]int32{},
+		exit:       map[int32]int32{},
+		calls:      map[string][]int32{},
+		callOrder:  map[replay.CallKind][]string{},
+		decisions:  map[string][]int32{},
+		params:     map[string][]int32{},
+		firstWrite: map[string]int32{},
+		sufTools:   make([]int32, n+1),
+		sufModels:  make([]int32, n+1),
+		sufCost:    make([]float64, n+1),
+		sufTokens:  make([]int64, n+1),
+	}
+	for i := range evs {
+		if _, dup := ix.byID[evs[i].ID]; !dup {
+			ix.byID[evs[i].ID] = int32(i)
+		}
+	}
+	counts := map[string]int32{}
+	for i := range evs {
+		ev := &evs[i]
+		ix.parent[i], ix.call[i], ix.node[i], ix.end[i] = -1, -1, -1, int32(i)
+		if j, ok := ix.byID[ev.ParentID]; ok && ev.ParentID != "" && int(j) < i {
+			ix.parent[i] = j
+			pe := &evs[j]
+			switch {
+			case pe.Type == trace.ToolCall || pe.Type == trace.LLMRequest:
+				ix.call[i] = j
+			default:
+				ix.call[i] = ix.call[j]
+			}
+			if isEnter(pe) {
+				ix.node[i] = j
+			} else {
+				ix.node[i] = ix.node[j]
+			}
+		}
+		switch ev.Type {
+		case trace.ToolCall, trace.LLMRequest:
+			kind, label := callIdentity(ev)
+			k := callKey(kind, label)
+			counts[k]++
+			ix.occ[i] = counts[k]
+			if len(ix.calls[k]) == 0 {
+				ix.callOrder[kind] = append(ix.callOrder[kind], label)
+			}
+			ix.calls[k] = append(ix.calls[k], int32(i))
+			if kind == replay.KindLLM && ev.Provider != "" {
+				mk := callKey(kind, ev.Model)
+				ix.calls[mk] = append(ix.calls[mk], int32(i))
+			}
+		case trace.StateChange:
+			m, ok := ev.Marker()
+			if !ok {
+				if _, seen := ix.firstWrite[ev.Key]; !seen {
+					ix.firstWrite[ev.Key] = int32(i)
+					ix.keyOrder = append(ix.keyOrder, ev.Key)
+				}
+				break
+			}
+			switch m.Key {
+			case trace.MarkerNode:
+				if m.Phase == trace.PhaseEnter {
+					if len(ix.nodes[m.Name]) == 0 {
+						ix.nodeOrder = append(ix.nodeOrder, m.Name)
+					}
+					ix.nodes[m.Name] = append(ix.nodes[m.Name], int32(i))
+					ix.enters = append(ix.enters, int32(i))
+					ix.occ[i] = int32(len(ix.nodes[m.Name]))
+				} else if p := ix.parent[i]; p >= 0 && isEnter(&evs[p]) {
+					ix.exit[p] = int32(i)
+					ix.occ[i] = ix.occ[p]
+				}
+			case trace.MarkerDecision:
+				ix.decisions[m.Name] = append(ix.decisions[m.Name], int32(i))
+				ix.occ[i] = int32(len(ix.decisions[m.Name]))
+			case trace.MarkerParam:
+				ix.params[m.Name] = append(ix.params[m.Name], int32(i))
+				ix.occ[i] = int32(len(ix.params[m.Name]))
+			}
+		}
+	}
+	for i := n - 1; i >= 0; i-- {
+		if p := ix.parent[i]; p >= 0 && ix.end[i] > ix.end[p] {
+			ix.end[p] = ix.end[i]
+		}
+		ev := &evs[i]
+		ix.sufTools[i], ix.sufModels[i] = ix.sufTools[i+1], ix.sufModels[i+1]
+		ix.sufCost[i], ix.sufTokens[i] = ix.sufCost[i+1], ix.sufTokens[i+1]
+		switch ev.Type {
+		case trace.ToolCall:
+			ix.sufTools[i]++
+		case trace.LLMRequest:
+			ix.sufModels[i]++
+		case trace.LLMResponse:
+			if ev.CostUSD != nil {
+				ix.sufCost[i] += *ev.CostUSD
+			}
+			ix.sufTokens[i] += tokensOf(ev)
+		}
+	}
+	return ix
+}
+
+// callIdentity is the kind and label replay gives a call event: the tool
+// name, or provider/model.
+func callIdentity(ev *trace.Event) (replay.CallKind, string) {
+	if ev.Type == trace.LLMRequest {
+		return replay.KindLLM, trace.LLMLabel(ev.Provider, ev.Model)
+	}
+	return replay.KindTool, ev.Name
+}
+
+func isEnter(ev *trace.Event) bool {
+	if !ev.IsMarker() || ev.Key != trace.MarkerNode {
+		return false
+	}
+	ph, _ := ev.After.Get("phase").Str()
+	return ph == trace.PhaseEnter
+}
+
+// tokensOf is a response's total tokens (prompt + completion when the total
+// is missing).
+func tokensOf(ev *trace.Event) int64 {
+	if ev.TotalTokens != nil {
+		return *ev.TotalTokens
+	}
+	var t int64
+	if ev.PromptTokens != nil {
+		t += *ev.PromptTokens
+	}
+	if ev.CompletionTokens != nil {
+		t += *ev.CompletionTokens
+	}
+	return t
+}
+
+// nodeName is the name of the node entered by marker i.
+func (ix *index) nodeName(i int32) string {
+	name, _ := ix.tr.Events[i].After.Get("name").Str()
+	return name
+}
+
+// innermostNode is the name of the node event i is in ("" at top level).
+func (ix *index) innermostNode(i int) string {
+	if i < len(ix.node) && ix.node[i] >= 0 {
+		return ix.nodeName(ix.node[i])
+	}
+	return ""
+}
+
+// splits reports the call a fork at position p would split: the call event
+// enclosing p (or p's own call, for a result), -1 when p is a boundary.
+func (ix *index) splits(p int) int {
+	ev := &ix.tr.Events[p]
+	if c := ix.call[p]; c >= 0 {
+		return int(c)
+	}
+	if ev.Type == trace.ToolResult || ev.Type == trace.LLMResponse {
+		// A result without a parent link (legacy bundle): the nearest
+		// earlier call of the same kind stands for the call it answers.
+		want := trace.ToolCall
+		if ev.Type == trace.LLMResponse {
+			want = trace.LLMRequest
+		}
+		for j := p - 1; j >= 0; j-- {
+			if ix.tr.Events[j].Type == want {
+				return j
+			}
+		}
+		return p
+	}
+	return -1
+}
+
+// boundary checks that a fork may start at position p, and says otherwise
+// what the position would split and where the nearest boundaries are.
+func (ix *index) boundary(p int) error {
+	evs := ix.tr.Events
+	switch {
+	case p <= 0:
+		return pointErrf("step %d is the run's run_start, which every run records; fork.Start() forks right after it", stepAt(evs, 0))
+	case p >= len(evs):
+		return pointErrf("position %d is past the end of this run (%d events)", p, len(evs))
+	}
+	c := ix.splits(p)
+	if c < 0 {
+		return nil
+	}
+	ev, ce := &evs[p], &evs[c]
+	kind, label := callIdentity(ce)
+	what := "tool '" + label + "'"
+	if kind == replay.KindLLM {
+		what = "model '" + label + "'"
+	}
+	msg := "step %d is a '%s' event inside the call to %s (step %d); a fork must not split a call. Fork before the call (fork.Step(%d))"
+	args := []any{ev.Step, ev.Type, what, ce.Step, ce.Step}
+	if after := int(ix.end[c]) + 1; after < len(evs) && ix.splits(after) < 0 {
+		msg += " or after it (fork.Step(%d))"
+		args = append(args, evs[after].Step)
+	}
+	return pointErrf(msg+".", args...)
+}
+
+func stepAt(evs []trace.Event, i int) int {
+	if i < len(evs) {
+		return evs[i].Step
+	}
+	return i
+}

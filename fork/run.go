@@ -1,0 +1,411 @@
+package fork
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"time"
+
+	"github.com/stepfork/stepfork/replay"
+	"github.com/stepfork/stepfork/trace"
+)
+
+// ErrPrefixDiverged is matched by the error of a fork whose agent did not
+// reproduce the base run before the fork point: the served prefix is only
+// meaningful when the agent makes the calls the recording holds.
+var ErrPrefixDiverged = errors.New("the prefix of the base run did not replay")
+
+// ErrAgentPanicked is matched by the error of a fork whose agent panicked.
+var ErrAgentPanicked = errors.New("the agent panicked")
+
+// Option configures Run, Each and Estimate. Changes (Prompt, ToolResult, …)
+// and side-effect policies (Replay, Block, Allow) are Options too.
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+type config struct {
+	changes     []Change
+	policy      Policy
+	memoize     bool
+	log         *slog.Logger
+	save        bool
+	savePath    string
+	saveOpts    []trace.SaveOption
+	groupID     string
+	concurrency int
+	samples     int
+}
+
+func newConfig(opts []Option) config {
+	var c config
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&c)
+		}
+	}
+	return c
+}
+
+// Memoize serves a tail model call whose request (model, provider and
+// canonical input) equals a base call not yet consumed with that call's
+// recorded response, instead of calling the model. Served calls are
+// MemoHits, never incurred cost. A fork with no changes and Memoize makes no
+// live model call at all. Off by default: the tail runs live.
+func Memoize() Option { return optionFunc(func(c *config) { c.memoize = true }) }
+
+// Logger sends structured events to l: "fork started", "change applied",
+// "memo hit", "effect suppressed", "variant finished" (and, for sweeps,
+// "sweep started" and "sweep finished"). Silent by default.
+func Logger(l *slog.Logger) Option { return optionFunc(func(c *config) { c.log = l }) }
+
+// SaveTo saves the variant's bundle (with fork.json) to path once it has
+// run. For Each, path is a directory: each variant is saved as
+// NAME.sftrace in it (NAME-N.sftrace for sample N > 1). opts go to
+// trace.Save (trace.Overwrite, for instance).
+func SaveTo(path string, opts ...trace.SaveOption) Option {
+	return optionFunc(func(c *config) { c.save, c.savePath, c.saveOpts = true, path, opts })
+}
+
+// GroupID sets the group id recorded in fork.json (Each draws one when it is
+// not set).
+func GroupID(id string) Option { return optionFunc(func(c *config) { c.groupID = id }) }
+
+// Status is how a variant ended.
+type Status string
+
+// Variant statuses.
+const (
+	StatusCompleted Status = "completed" // the agent returned without error
+	StatusFailed    Status = "failed"    // the agent returned an error
+	StatusBlocked   Status = "blocked"   // the guard held back a tail call (see Variant.Suppressed)
+	StatusCanceled  Status = "canceled"  // the context was canceled while the tail ran
+)
+
+// ChangeReport is a change as the variant applied it.
+type ChangeReport struct {
+	Change      Change
+	Description string
+	// Applied counts the tail calls the change acted on; 0 means its target
+	// matched nothing in the tail (unused).
+	Applied int
+	Steps   []int // variant steps where it was applied (the first 8)
+}
+
+// Variant is the result of a counterfactual fork: the new run, how it
+// differs from the base, and what the fork did to get it.
+type Variant struct {
+	// Trace is the variant run: the base's prefix (same event ids, payloads
+	// and hashes) followed by the tail as it ran. Its fork.json is in
+	// Trace.Extras.
+	Trace *trace.Trace
+	Base  *trace.Trace
+	// Diff compares the base with the variant (trace.Diff).
+	Diff *trace.RunDiff
+	// At is the resolved fork point.
+	At     Resolved
+	Status Status
+	// Output and Err are what the agent returned.
+	Output any
+	Err    error
+	// Suppressed lists the calls the guard held back; MemoHits the model
+	// calls served by Memoize; Replayed the tool calls the guard served from
+	// the recording.
+	Suppressed []SuppressedEffect
+	MemoHits   []MemoHit
+	Replayed   []MemoHit
+	// Changes are the changes as bound to the base run, in the order given,
+	// with how often each was applied.
+	Changes []ChangeReport
+	// Info is the variant's provenance (also saved as fork.json).
+	Info *Info
+	// IncurredCost and IncurredTokens are what the tail's live model calls
+	// cost: the served prefix, memo hits and substituted responses are not
+	// counted. LiveModelCalls and LiveToolCalls count what really ran.
+	IncurredCost   float64
+	IncurredTokens int64
+	LiveModelCalls int
+	LiveToolCalls  int
+	Policy         Policy
+	Memoized       bool
+	// Path is where the variant was saved ("" when it was not).
+	Path string
+}
+
+// RunTrace returns the variant's trace, so a Variant stands wherever a run
+// is expected.
+func (v *Variant) RunTrace() *trace.Trace { return v.Trace }
+
+// Unused returns the changes whose target matched nothing in the tail.
+func (v *Variant) Unused() []ChangeReport {
+	var out []ChangeReport
+	for _, c := range v.Changes {
+		if c.Applied == 0 {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Run forks base at at and runs agent again: every call before the fork
+// point is served from the recording, the changes in opts are applied, and
+// the tail executes under them. A nil at is Default(): Failure() on a failed
+// base run, an error otherwise.
+//
+// The agent runs from its beginning (Go cannot resume a function in the
+// middle), under a replay session whose Director serves the prefix strictly
+// and directs the tail: tool calls through the side-effect guard (Replay by
+// default), model calls live through the agent's own client unless Memoize
+// serves them, decisions, parameters, approvals and state reads as the
+// changes say.
+//
+// The fork point and every change are checked before the agent runs: an
+// unresolvable point matches ErrUnresolved, a bad change ErrInvalidChange,
+// two changes writing the same thing ErrConflict. A tail that fails,
+// or that the guard blocks, is a Variant (Status failed or blocked), not an
+// error. The error is non-nil when the prefix did not replay
+// (ErrPrefixDiverged), when the agent panicked (ErrAgentPanicked), when ctx
+// was canceled (the Variant, with Status canceled, is returned with it), and
+// when saving failed.
+func Run(ctx context.Context, base *trace.Trace, at At, agent replay.Agent, opts ...Option) (*Variant, error) {
+	if base == nil {
+		return nil, errors.New("fork.Run: the base trace is nil")
+	}
+	if agent == nil {
+		return nil, errors.New("fork.Run: the agent is nil")
+	}
+	cfg := newConfig(opts)
+	p, err := planFork(newIndex(base), at, cfg.changes)
+	if err != nil {
+		return nil, err
+	}
+	return p.run(ctx, agent, &cfg, cfg.savePath)
+}
+
+// forkPlan is a fork point and a set of changes resolved against a base
+// index, ready to run any number of times.
+type forkPlan struct {
+	ix      *index
+	at      Resolved
+	changes []*bound
+}
+
+func planFork(ix *index, at At, changes []Change) (*forkPlan, error) {
+	if at == nil {
+		at = Default()
+	}
+	r, err := at.resolve(ix)
+	if err != nil {
+		return nil, err
+	}
+	bs, err := bindAll(ix, r, changes)
+	if err != nil {
+		return nil, err
+	}
+	return &forkPlan{ix: ix, at: r, changes: bs}, nil
+}
+
+// fresh copies the bound changes with their counters at zero.
+func (p *forkPlan) fresh() []*bound {
+	out := make([]*bound, len(p.changes))
+	for i, b := range p.changes {
+		c := *b
+		c.applied, c.steps = 0, nil
+		out[i] = &c
+	}
+	return out
+}
+
+// run executes one variant. savePath is where to save it when cfg.save.
+func (p *forkPlan) run(ctx context.Context, agent replay.Agent, cfg *config, savePath string) (v *Variant, err error) {
+	base := p.ix.tr
+	d := &director{ctx: ctx, ix: p.ix, at: p.at, policy: cfg.policy, memoize: cfg.memoize, log: cfg.log,
+		changes: p.fresh(), readDone: map[string]bool{}}
+	d.logf("fork started", slog.String("base_run_id", base.RunID), slog.Int("step", p.at.Step),
+		slog.String("at", p.at.Description), slog.String("node", p.at.Node), slog.Int("changes", len(p.changes)),
+		slog.String("group_id", cfg.groupID))
+
+	var res *replay.Result
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("fork: %w in the variant of %s: %v\n%s", ErrAgentPanicked, base.RunID, r, debug.Stack())
+			}
+		}()
+		res, _ = replay.Replay(ctx, base, agent, replay.WithDirector(d))
+	}()
+	if err != nil {
+		return nil, err
+	}
+	if res == nil {
+		return nil, errors.New("fork: the replay session produced no result")
+	}
+	if d.prefixErr != nil {
+		detail := ""
+		if res.Divergence != nil {
+			detail = "\n" + res.Divergence.Error()
+		}
+		return nil, fmt.Errorf("fork: %w before %s: %v. The agent no longer makes the calls recorded before the fork point (its code changed, or it has nondeterminism that is not recorded); record the base run again, or fork earlier.%s",
+			ErrPrefixDiverged, p.at, d.prefixErr, detail)
+	}
+
+	v = &Variant{Trace: res.Trace, Base: base, At: p.at, Output: res.Output, Err: res.Err,
+		Suppressed: d.suppressed, MemoHits: d.memoHits, Replayed: d.replayed, Policy: cfg.policy, Memoized: cfg.memoize}
+	for _, b := range d.changes {
+		v.Changes = append(v.Changes, ChangeReport{Change: b.change, Description: b.desc, Applied: b.applied, Steps: b.steps})
+	}
+	v.account(res)
+	switch {
+	case ctx.Err() != nil && (res.Err != nil || res.Trace.Status == trace.RunFailed):
+		v.Status = StatusCanceled
+	case len(d.suppressed) > 0:
+		v.Status = StatusBlocked
+	case res.Trace.Status == trace.RunFailed:
+		v.Status = StatusFailed
+	default:
+		v.Status = StatusCompleted
+	}
+	v.Info = p.info(v, cfg)
+	data, merr := v.Info.marshal()
+	if merr != nil {
+		return nil, fmt.Errorf("fork: cannot encode the provenance: %w", merr)
+	}
+	if v.Trace.Extras == nil {
+		v.Trace.Extras = map[string][]byte{}
+	}
+	v.Trace.Extras[InfoFile] = data
+	v.Diff = trace.Diff(base, v.Trace)
+
+	var errs []error
+	if cfg.save {
+		if serr := v.Trace.Save(savePath, cfg.saveOpts...); serr != nil {
+			errs = append(errs, fmt.Errorf("fork: the variant was not saved: %w", serr))
+		} else {
+			v.Path = v.Trace.Path
+		}
+	}
+	d.logf("variant finished", slog.String("run_id", v.Trace.RunID), slog.String("status", string(v.Status)),
+		slog.Float64("incurred_cost_usd", v.IncurredCost), slog.Int64("incurred_tokens", v.IncurredTokens),
+		slog.Int("memo_hits", len(v.MemoHits)), slog.Int("suppressed", len(v.Suppressed)), slog.String("path", v.Path))
+	if v.Status == StatusCanceled {
+		errs = append(errs, fmt.Errorf("fork: the variant was canceled: %w", ctx.Err()))
+	}
+	return v, errors.Join(errs...)
+}
+
+// account counts what the tail really executed and what it cost: the
+// responses of live model calls only (hazard H5: served calls are free).
+func (v *Variant) account(res *replay.Result) {
+	evs := v.Trace.Events
+	live := map[string]bool{}
+	for _, c := range res.Calls {
+		if c.Outcome != replay.Executed {
+			continue
+		}
+		if c.Kind == replay.KindTool {
+			v.LiveToolCalls++
+			continue
+		}
+		v.LiveModelCalls++
+		live[c.EventID] = true
+	}
+	if len(live) == 0 {
+		return
+	}
+	for i := range evs {
+		ev := &evs[i]
+		if ev.Type == trace.LLMResponse && live[ev.ParentID] {
+			if ev.CostUSD != nil {
+				v.IncurredCost += *ev.CostUSD
+			}
+			v.IncurredTokens += tokensOf(ev)
+		}
+	}
+}
+
+// info is the variant's provenance; a base that is a fork passes its own
+// chain on (hazard H3).
+func (p *forkPlan) info(v *Variant, cfg *config) *Info {
+	base := p.ix.tr
+	kept := &base.Events[p.at.pos-1]
+	changes := make([]Change, len(v.Changes))
+	for i, c := range v.Changes {
+		changes[i] = c.Change
+	}
+	info := &Info{
+		Kind:             KindCounterfactual,
+		RunID:            v.Trace.RunID,
+		ParentRunID:      base.RunID,
+		ParentTracePath:  base.Path,
+		ForkPoint:        p.at.Asked + ": " + p.at.String(),
+		ForkPointStep:    kept.Step,
+		ForkPointEventID: kept.ID,
+		ForkTimestamp:    time.Now().UTC(),
+		Changes:          WireChanges(changes),
+		Policy:           cfg.policy.String(),
+		Memoize:          cfg.memoize,
+		GroupID:          cfg.groupID,
+	}
+	if parent, err := ReadInfo(base); err == nil {
+		info.Ancestors = append([]Info{parent.withoutAncestors()}, parent.Ancestors...)
+	}
+	return info
+}
+
+// Reproduce runs again the counterfactual fork recorded in variant's
+// fork.json, against its parent base: the same fork point, changes, policy
+// and memoization. opts add to them (a Logger, SaveTo).
+func Reproduce(ctx context.Context, variant, base *trace.Trace, agent replay.Agent, opts ...Option) (*Variant, error) {
+	if variant == nil || base == nil {
+		return nil, errors.New("fork.Reproduce: the variant and its base are required")
+	}
+	info, err := ReadInfo(variant)
+	if err != nil {
+		return nil, fmt.Errorf("fork.Reproduce: %w", err)
+	}
+	if info.Kind != KindCounterfactual {
+		return nil, fmt.Errorf("fork.Reproduce: %s is a %s fork, not a counterfactual one", variant.RunID, info.Kind)
+	}
+	if info.ParentRunID != base.RunID {
+		return nil, fmt.Errorf("fork.Reproduce: %s was forked from run %s, not from run %s", variant.RunID, info.ParentRunID, base.RunID)
+	}
+	changes, err := ParseChanges(info.Changes)
+	if err != nil {
+		return nil, fmt.Errorf("fork.Reproduce: %w", err)
+	}
+	policy, err := parsePolicy(info.Policy)
+	if err != nil {
+		return nil, fmt.Errorf("fork.Reproduce: %w", err)
+	}
+	all := []Option{policy}
+	if info.Memoize {
+		all = append(all, Memoize())
+	}
+	if info.GroupID != "" {
+		all = append(all, GroupID(info.GroupID))
+	}
+	for _, c := range changes {
+		all = append(all, c)
+	}
+	all = append(all, opts...)
+	kept := info.ForkPointEventID
+	at := atFunc{fmt.Sprintf("after event %q", kept), func(ix *index) (Resolved, error) {
+		i, ok := ix.byID[kept]
+		if !ok {
+			return Resolved{}, pointErrf("the base run has no event '%s'", kept)
+		}
+		p := int(i) + 1
+		if p >= len(ix.tr.Events) {
+			return Resolved{}, pointErrf("event '%s' is the base run's last event", kept)
+		}
+		if err := ix.boundary(p); err != nil {
+			return Resolved{}, err
+		}
+		return ix.resolvedAt(p, ix.describe(p)), nil
+	}}
+	return Run(ctx, base, at, agent, all...)
+}
