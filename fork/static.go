@@ -42,6 +42,7 @@ type ForkError struct {
 	Err error
 }
 
+// Error returns the message.
 func (e *ForkError) Error() string { return e.Msg }
 
 // Unwrap returns the sentinel or underlying error.
@@ -202,8 +203,11 @@ type Result struct {
 	OverridesApplied   int
 	ErrorMessage       string // the error's text when Success is false
 
-	Trace *trace.Trace // the fork, as saved
-	Info  *Info        // its provenance (also in Trace.Extras["fork.json"])
+	// Trace is the fork (with fork.json in Extras). Its events are what was
+	// saved; a fork of a path keeps the parent's payload hashes, which Save
+	// recomputes to the same values for any bundle stepfork wrote.
+	Trace *trace.Trace
+	Info  *Info // the fork's provenance, as written to fork.json
 }
 
 // ExcludedEvents is the number of events of the original the fork left out.
@@ -498,6 +502,9 @@ func forkSource(src *source, point Point, opts Options) (*made, error) {
 	runID := opts.RunID
 	if runID == "" {
 		runID = "run_" + strings.ReplaceAll(uuid.NewString(), "-", "")
+	}
+	if runID == src.manifest.RunID || slices.ContainsFunc(ancestors, func(a Info) bool { return a.ParentRunID == runID }) {
+		return nil, &ForkError{Msg: fmt.Sprintf("Options.RunID %s is the run id of the trace being forked or of an ancestor; a fork needs a new run id (leave RunID empty for a fresh one)", runID)}
 	}
 	forked := buildFork(src, kept, runID, applied)
 	prep, err := prepare(forked, applied, src.saved)

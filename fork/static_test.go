@@ -820,3 +820,18 @@ func TestFrozenReplayServesOverride(t *testing.T) {
 		})
 	}
 }
+
+func TestRunIDMustBeNew(t *testing.T) {
+	t.Parallel()
+	tr := tenSteps(t)
+	first, _, err := NewEngine(tr, AtStep(5), Options{RunID: "run_first"}).Fork()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"run_first", "run_ten"} {
+		_, _, err := NewEngine(first, AtStep(3), Options{RunID: id}).Fork()
+		if err == nil || !strings.Contains(err.Error(), "a fork needs a new run id") {
+			t.Errorf("RunID %s: %v; want it refused", id, err)
+		}
+	}
+}
