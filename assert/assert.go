@@ -40,23 +40,29 @@ var ErrInvalid = errors.New("invalid expectation")
 
 // checkError is an error whose text is exactly msg (the failure messages are
 // a contract shared with Python stepfork) and which wraps kind, one of
-// ErrMismatch or ErrInvalid.
+// ErrMismatch or ErrInvalid, and the error that caused it, if any.
 type checkError struct {
-	msg  string
-	kind error
+	msg   string
+	kind  error
+	cause error
 }
 
 func (e *checkError) Error() string { return e.msg }
-func (e *checkError) Unwrap() error { return e.kind }
+func (e *checkError) Unwrap() []error {
+	if e.cause == nil {
+		return []error{e.kind}
+	}
+	return []error{e.kind, e.cause}
+}
 
 // mismatchf returns an error wrapping ErrMismatch.
 func mismatchf(format string, args ...any) error {
-	return &checkError{fmt.Sprintf(format, args...), ErrMismatch}
+	return &checkError{msg: fmt.Sprintf(format, args...), kind: ErrMismatch}
 }
 
 // invalidf returns an error wrapping ErrInvalid.
 func invalidf(format string, args ...any) error {
-	return &checkError{fmt.Sprintf(format, args...), ErrInvalid}
+	return &checkError{msg: fmt.Sprintf(format, args...), kind: ErrInvalid}
 }
 
 // traceOf returns the trace of run, or an ErrInvalid error when there is none.

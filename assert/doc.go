@@ -35,7 +35,10 @@
 // (Trajectory with Strict, InOrder, Unordered, Subset, Superset), call
 // outcomes (ToolSucceeded, ToolFailed) and model calls (ModelCalled,
 // ModelCallCount). The first line of a failure is stepfork's message; detail
-// such as a (-want +got) diff follows on later lines.
+// such as a (-want +got) diff follows on later lines. On a *replay.Result
+// that diverged or left recorded calls unconsumed, every trajectory check
+// fails first with "stepfork replay diverged: …" or "stepfork replay
+// incomplete: …", as in stepfork.
 //
 // # Declarative expectations
 //

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/stepfork/stepfork/replay"
 	"github.com/stepfork/stepfork/trace"
 )
 
@@ -587,11 +588,24 @@ func countModel(calls []call, label string) int {
 	return n
 }
 
-// onCalls runs check on the dependency calls of run.
+// onCalls runs check on the dependency calls of run. As in stepfork, a
+// replay that diverged or ended before consuming every recorded call fails
+// every trajectory check first:
+//
+//	stepfork replay diverged: call #2: expected tool 'search' but the agent called 'book'
+//	stepfork replay incomplete: replay ended before consuming 1 recorded dependency call(s): #3 tool book
 func onCalls(run Run, check func([]call) error) error {
 	tr, err := traceOf(run)
 	if err != nil {
 		return err
+	}
+	if r, ok := run.(*replay.Result); ok && r.Mode != "" {
+		if r.Divergence != nil {
+			return &checkError{msg: "stepfork replay diverged: " + r.Divergence.Error(), kind: ErrMismatch, cause: r.Divergence}
+		}
+		if err := r.VerifyComplete(); err != nil {
+			return &checkError{msg: "stepfork replay incomplete: " + err.Error(), kind: ErrMismatch, cause: err}
+		}
 	}
 	return check(callsOf(tr))
 }
