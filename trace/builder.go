@@ -26,13 +26,14 @@ type Builder struct {
 	err     error
 	nextID  int
 	idStyle func(n int) string
+	index   map[string]int // event id → position, so lookups stay O(1)
 }
 
 // NewBuilder starts a trace for the named agent, with run id "run_" + the
 // agent name.
 func NewBuilder(agent string) *Builder {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	b := &Builder{clock: start}
+	b := &Builder{clock: start, index: map[string]int{}}
 	b.tr.RunID = "run_" + agent
 	b.tr.AgentName = agent
 	b.tr.CreatedAt = start
@@ -84,6 +85,7 @@ func (b *Builder) add(ev Event, parent string) *Event {
 	}
 	ev.SetHashes()
 	b.tr.Events = append(b.tr.Events, ev)
+	b.index[ev.ID] = len(b.tr.Events) - 1
 	return &b.tr.Events[len(b.tr.Events)-1]
 }
 
@@ -167,7 +169,7 @@ func (b *Builder) Error(parent, errorType, message string, details any) string {
 // failure, and the run_end with status failed.
 func (b *Builder) Fail(errorType, message string) {
 	id := b.Error(b.root, errorType, message, nil)
-	_, i := b.tr.Event(id)
+	i := b.index[id]
 	b.tr.Failure = &Failure{Type: errorType, Message: message, Step: b.tr.Events[i].Step}
 	b.RunEnd(RunFailed, nil)
 }
@@ -193,14 +195,24 @@ func (b *Builder) Add(ev Event) string {
 	id := ev.ID
 	e := b.add(ev, ev.ParentID)
 	if id != "" {
+		delete(b.index, e.ID)
 		e.ID = id
+		b.index[id] = len(b.tr.Events) - 1
 		b.nextID--
 	}
 	return e.ID
 }
 
+// event returns the built event with the given id, or nil.
+func (b *Builder) event(id string) *Event {
+	if i, ok := b.index[id]; ok {
+		return &b.tr.Events[i]
+	}
+	return nil
+}
+
 func (b *Builder) nameOf(id string) string {
-	if ev, _ := b.tr.Event(id); ev != nil {
+	if ev := b.event(id); ev != nil {
 		return ev.Name
 	}
 	b.setErr(fmt.Errorf("trace.Builder: no event %q", id))
@@ -208,7 +220,7 @@ func (b *Builder) nameOf(id string) string {
 }
 
 func (b *Builder) modelOf(id string) string {
-	if ev, _ := b.tr.Event(id); ev != nil {
+	if ev := b.event(id); ev != nil {
 		return ev.Model
 	}
 	b.setErr(fmt.Errorf("trace.Builder: no event %q", id))
