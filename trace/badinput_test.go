@@ -3,6 +3,7 @@ package trace
 import (
 	"bytes"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -281,26 +282,52 @@ func TestLongLine(t *testing.T) {
 	}
 }
 
-// TestLineAtLimit checks that a line of exactly MaxLineBytes bytes (not
-// counting its line ending) is accepted.
+// TestLineAtLimit checks that a line of exactly MaxLineBytes bytes, not
+// counting its line ending, is read, and one byte more is refused. It drives
+// the line reader directly: decoding has no length limit of its own.
 func TestLineAtLimit(t *testing.T) {
-	dir := savedBundle(t)
-	head, tail := `{"id":"e","run_id":"r","step":0,"type":"run_start","timestamp":"2026-01-02T03:04:05Z","input":"`, `"}`
-	body := strings.Repeat("a", MaxLineBytes-len(head)-len(tail))
-	line := head + body + tail
-	if len(line) != MaxLineBytes {
-		t.Fatalf("line is %d bytes", len(line))
-	}
-	for _, eol := range []string{"\r\n", ""} {
-		writeBundleFile(t, dir, EventsFile, line+eol)
-		tr, err := Load(dir)
-		if err != nil {
-			t.Fatalf("line ending %q: %v", eol, err)
+	t.Parallel()
+	cases := []struct {
+		eol  string
+		size int
+	}{{"\r\n", MaxLineBytes}, {"", MaxLineBytes}, {"\n", MaxLineBytes + 1}}
+	for _, tc := range cases {
+		next := tc.eol + "{}\n"
+		if tc.eol == "" {
+			next = "" // the last line of the file, without a line ending
 		}
-		if s, _ := tr.Events[0].Input.Str(); len(s) != len(body) {
-			t.Errorf("line ending %q: input has %d bytes, want %d", eol, len(s), len(body))
+		var l lineReader
+		l.reset(io.MultiReader(io.LimitReader(repeatReader('a'), int64(tc.size)), strings.NewReader(next)), EventsFile)
+		line, n, err := l.next()
+		if tc.size > MaxLineBytes {
+			want := "events.jsonl:1: line is longer than the limit of 67108864 bytes"
+			if err == nil || err.Error() != want {
+				t.Errorf("line ending %q: %d-byte line: err = %v, want %q", tc.eol, tc.size, err, want)
+			}
+			continue
+		}
+		if err != nil || n != 1 || len(line) != tc.size {
+			t.Errorf("line ending %q: %d-byte line: n=%d, %d bytes, %v", tc.eol, tc.size, n, len(line), err)
+		}
+		if tc.eol != "" {
+			if line, n, err := l.next(); err != nil || n != 2 || string(line) != "{}" {
+				t.Errorf("line ending %q: next line = %q, %d, %v", tc.eol, line, n, err)
+			}
 		}
 	}
+}
+
+// repeatReader returns a reader of an endless run of one byte.
+func repeatReader(b byte) io.Reader { return &repeated{chunk: bytes.Repeat([]byte{b}, 64<<10)} }
+
+type repeated struct{ chunk []byte }
+
+func (r *repeated) Read(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		n += copy(p[n:], r.chunk)
+	}
+	return n, nil
 }
 
 func TestBadManifest(t *testing.T) {
