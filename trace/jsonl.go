@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"math"
@@ -85,12 +86,30 @@ type eventDecoder struct {
 	c       canonicalizer
 	buf     []byte
 	scratch []byte
+	// intern holds the strings that repeat from line to line (types,
+	// statuses, run ids, tool and model names), so that each is allocated
+	// once rather than once per event.
+	intern map[string]string
+	// hashOnly makes payload fields hash their canonical bytes into sums
+	// (input side, output side) instead of keeping them: the event then
+	// carries elidedPayload in their place. ValidateBundle uses it to
+	// check payload hashes without allocating the payloads.
+	hashOnly bool
+	sums     [2]payloadSum
 }
+
+// elidedPayload stands in for a payload that a hash-only decoder did not
+// keep. It never leaves the package.
+var elidedPayload = Value{`"(payload elided by hash-only decoding)"`}
+
+// maxInterned bounds the intern table of an eventDecoder.
+const maxInterned = 512
 
 // decode parses one line of events.jsonl into ev. Errors are either
 // *CanonicalError (not valid JSON) or wrap errInvalidEvent.
 func (d *eventDecoder) decode(line []byte, ev *Event) error {
 	*ev = Event{}
+	d.sums = [2]payloadSum{}
 	c := &d.c
 	c.in, c.pos, c.depth = line, 0, 0
 	defer func() { c.in = nil }()
@@ -118,7 +137,7 @@ func (d *eventDecoder) decode(line []byte, ev *Event) error {
 		if line[c.pos] != '"' {
 			return c.errf("invalid JSON: expected a string key")
 		}
-		key, err := d.readString()
+		key, err := d.readBytes()
 		if err != nil {
 			return err
 		}
@@ -128,7 +147,7 @@ func (d *eventDecoder) decode(line []byte, ev *Event) error {
 		}
 		c.pos++
 		c.skipSpace()
-		f, known := fieldByName[key]
+		f, known := fieldByName[string(key)]
 		if !known {
 			if err := d.skip(); err != nil {
 				return err
@@ -226,17 +245,52 @@ func (d *eventDecoder) skip() error {
 
 // readString reads the string at the cursor.
 func (d *eventDecoder) readString() (string, error) {
+	b, err := d.readBytes()
+	return string(b), err
+}
+
+// readBytes reads the string at the cursor and returns its decoded bytes,
+// which are valid until the next call.
+func (d *eventDecoder) readBytes() ([]byte, error) {
 	c := &d.c
-	d.scratch = d.scratch[:0]
 	start := c.pos + 1
+	if c.plainString() {
+		return c.in[start : c.pos-1], nil
+	}
+	d.scratch = d.scratch[:0]
 	var escaped bool
 	if err := c.stringBodyEsc(&escaped, func(b []byte) { d.scratch = append(d.scratch, b...) }); err != nil {
-		return "", err
+		return nil, err
 	}
 	if !escaped {
-		return string(c.in[start : c.pos-1]), nil
+		return c.in[start : c.pos-1], nil
 	}
-	return string(d.scratch), nil
+	return d.scratch, nil
+}
+
+// internable reports whether a field's values repeat across events.
+func internable(f eventField) bool {
+	switch f {
+	case fRunID, fType, fStatus, fPolicy, fProvider, fModel, fName, fKey, fErrorType, fRunStatus:
+		return true
+	}
+	return false
+}
+
+// internString returns b as a string, shared with earlier lines that held
+// the same bytes.
+func (d *eventDecoder) internString(b []byte) string {
+	if s, ok := d.intern[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	if d.intern == nil {
+		d.intern = make(map[string]string)
+	}
+	if len(d.intern) < maxInterned {
+		d.intern[s] = s
+	}
+	return s
 }
 
 func (d *eventDecoder) isNull() bool {
@@ -268,14 +322,17 @@ func (d *eventDecoder) str(f eventField, nullable bool) (string, error) {
 		}
 		return "", d.typeErr(f, "a string")
 	}
-	s, err := d.readString()
+	b, err := d.readBytes()
 	if err != nil {
 		return "", err
 	}
-	if s == "" {
+	if len(b) == 0 {
 		return "", fmt.Errorf("%w: %s must be a non-empty string", errInvalidEvent, fieldNames[f])
 	}
-	return s, nil
+	if internable(f) {
+		return d.internString(b), nil
+	}
+	return string(b), nil
 }
 
 // intLit reads an integer field. Floats, strings and booleans are refused.
@@ -304,6 +361,26 @@ func (d *eventDecoder) intLit(f eventField, nullable bool) (*int64, error) {
 		return nil, fmt.Errorf("%w: %s must be >= 0", errInvalidEvent, fieldNames[f])
 	}
 	return &n, nil
+}
+
+// payloadOrSum reads a payload, or in hash-only mode records the SHA-256 of
+// its canonical form in d.sums[slot] (0: the input_hash side, 1: the
+// output_hash side, as stepfork-format.md §3.3 pairs them) and returns
+// elidedPayload.
+func (d *eventDecoder) payloadOrSum(slot int) (Value, error) {
+	if !d.hashOnly {
+		return d.payload()
+	}
+	c := &d.c
+	save := c.out
+	c.out = d.buf[:0]
+	err := c.value()
+	d.buf, c.out = c.out, save
+	if err != nil {
+		return Value{}, err
+	}
+	d.sums[slot] = payloadSum{ok: true, sum: sha256.Sum256(d.buf)}
+	return elidedPayload, nil
 }
 
 // payload reads any JSON value into its canonical form.
@@ -400,15 +477,15 @@ func (d *eventDecoder) field(f eventField, ev *Event, evType *string) (err error
 	case fKey:
 		ev.Key, err = d.str(f, true)
 	case fInput:
-		ev.Input, err = d.payload()
+		ev.Input, err = d.payloadOrSum(0)
 	case fOutput:
-		ev.Output, err = d.payload()
+		ev.Output, err = d.payloadOrSum(1)
 	case fBefore:
-		ev.Before, err = d.payload()
+		ev.Before, err = d.payloadOrSum(0)
 	case fAfter:
-		ev.After, err = d.payload()
+		ev.After, err = d.payloadOrSum(1)
 	case fDetails:
-		ev.Details, err = d.payload()
+		ev.Details, err = d.payloadOrSum(1)
 	case fPromptTokens:
 		ev.PromptTokens, err = d.intLit(f, true)
 	case fCompletionTokens:

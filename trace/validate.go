@@ -323,6 +323,7 @@ func ValidateBundle(path string, opts ...ValidateOption) *Report {
 		return rep
 	}
 	defer r.Close()
+	r.dec.hashOnly = cfg.integrity // payloads are only hashed, never kept
 	m := r.Manifest()
 	v := newValidator(cfg, &m)
 	n := 0
@@ -340,7 +341,7 @@ func ValidateBundle(path string, opts ...ValidateOption) *Report {
 		}
 		var sums payloadSums
 		if cfg.integrity {
-			sums.fromEvent(ev)
+			sums.in, sums.out = r.dec.sums[0], r.dec.sums[1]
 		}
 		v.add(ev, &sums)
 		n++
@@ -662,16 +663,16 @@ func (v *validator) pairResult(ev *Event, i int, parent idInfo, parentKnown bool
 // checkHash compares a stored payload hash with the digest of the payload
 // (stepfork-format.md §3.3).
 func (v *validator) checkHash(ev *Event, i int, field, stored string, want *payloadSum) {
-	is := Issue{Location: EventsFile + ":" + field, EventID: ev.ID, Step: intp(ev.Step)}
+	var code, msg string
 	switch {
 	case want.ok && stored == "":
-		is.Code, is.Message = CodeIntegrityUnverified, fmt.Sprintf("Event %s is missing %s.", ev.ID, field)
+		code, msg = CodeIntegrityUnverified, fmt.Sprintf("Event %s is missing %s.", ev.ID, field)
 	case !want.ok && stored != "", want.ok && !want.matches(stored):
-		is.Code, is.Message = CodePayloadHash, fmt.Sprintf("Event %s has a %s mismatch.", ev.ID, field)
+		code, msg = CodePayloadHash, fmt.Sprintf("Event %s has a %s mismatch.", ev.ID, field)
 	default:
 		return
 	}
-	v.issue(phaseHashes, i, is)
+	v.issue(phaseHashes, i, Issue{Code: code, Message: msg, Location: EventsFile + ":" + field, EventID: ev.ID, Step: intp(ev.Step)})
 }
 
 // finish runs the checks that need the whole trace and returns the issues
