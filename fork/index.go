@@ -243,11 +243,7 @@ func (ix *index) boundary(p int) error {
 		return nil
 	}
 	ev, ce := &evs[p], &evs[c]
-	kind, label := callIdentity(ce)
-	what := "tool '" + label + "'"
-	if kind == replay.KindLLM {
-		what = "model '" + label + "'"
-	}
+	what := callWhat(ce)
 	msg := "step %d is a '%s' event inside the call to %s (step %d); a fork must not split a call. Fork before the call (fork.Step(%d))"
 	args := []any{ev.Step, ev.Type, what, ce.Step, ce.Step}
 	if after := int(ix.end[c]) + 1; after < len(evs) && ix.splits(after) < 0 {
@@ -262,4 +258,13 @@ func stepAt(evs []trace.Event, i int) int {
 		return evs[i].Step
 	}
 	return i
+}
+
+// callWhat names a call event: "tool 'search'" or "model 'openai/gpt-4o'".
+func callWhat(ce *trace.Event) string {
+	kind, label := callIdentity(ce)
+	if kind == replay.KindLLM {
+		return "model '" + label + "'"
+	}
+	return "tool '" + label + "'"
 }

@@ -107,7 +107,9 @@ func (a atFunc) resolve(ix *index) (Resolved, error) {
 		}
 		return Resolved{}, err
 	}
-	r.Asked = a.s
+	if r.Asked == "" {
+		r.Asked = a.s
+	}
 	return r, nil
 }
 
@@ -415,8 +417,9 @@ func Where(match func(trace.Event) bool) At {
 			if !match(evs[i]) {
 				continue
 			}
-			if err := ix.boundary(i); err != nil {
-				return Resolved{}, pointErrf("the predicate matched %s — match the call itself, or a node marker, instead", strings.TrimSuffix(err.Error(), "."))
+			if c := ix.splits(i); c >= 0 {
+				return Resolved{}, pointErrf("the predicate matched step %d, a '%s' event inside the call to %s (step %d); a fork must not split a call — match the call itself, or a node marker, instead.",
+					evs[i].Step, evs[i].Type, callWhat(&evs[c]), evs[c].Step)
 			}
 			return ix.resolvedAt(i, ix.describe(i)), nil
 		}

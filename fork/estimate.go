@@ -1,0 +1,173 @@
+package fork
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/stepfork/stepfork/replay"
+	"github.com/stepfork/stepfork/trace"
+)
+
+// Estimation predicts what a sweep's tails will do, from the base run's
+// tail, without running anything.
+type Estimation struct {
+	At       Resolved
+	Variants []VariantEstimate
+	// CostUSD is the sum of the variants' predicted costs.
+	CostUSD float64
+}
+
+// VariantEstimate is the prediction for one variant: the calls of the base
+// run's tail (the tail before changes), less the calls its output
+// substitutions serve. Costs are what those calls cost in the base run; a
+// changed prompt or model is not priced differently, and Memoize would serve
+// unchanged calls for nothing, so it is an upper bound for memoized forks.
+type VariantEstimate struct {
+	Name       string
+	ModelCalls int
+	ToolCalls  int
+	CostUSD    float64
+	Tokens     int64
+	// Changes describes the variant's changes as bound; Unmatched the ones
+	// whose target matches nothing in the base run's tail (they will be
+	// unused unless the tail takes another path).
+	Changes   []string
+	Unmatched []string
+}
+
+// Estimate resolves the fork point and every variant's changes against
+// base, exactly as Each would, and predicts each variant's tail from the base
+// run's tail. An unresolvable point or change, or a conflict, is an error
+// before anything runs. No agent runs.
+func Estimate(base *trace.Trace, at At, variants ...Named) (*Estimation, error) {
+	if base == nil {
+		return nil, errors.New("fork.Estimate: the base trace is nil")
+	}
+	ix := newIndex(base)
+	plans, r, err := planSweep(ix, at, variants, nil)
+	if err != nil {
+		return nil, fmt.Errorf("fork.Estimate: %w", err)
+	}
+	est := &Estimation{At: r}
+	p := r.pos
+	for i, plan := range plans {
+		ve := VariantEstimate{Name: variants[i].Name, ModelCalls: int(ix.sufModels[p]), ToolCalls: int(ix.sufTools[p]),
+			CostUSD: ix.sufCost[p], Tokens: ix.sufTokens[p]}
+		for _, b := range plan.changes {
+			ve.Changes = append(ve.Changes, b.desc)
+			calls := ix.tailMatches(b, p)
+			if len(calls) == 0 {
+				ve.Unmatched = append(ve.Unmatched, b.desc)
+			}
+			if b.kind == ckToolResult || b.kind == ckLLMResponse {
+				for _, c := range calls {
+					ix.subtractCall(&ve, c)
+				}
+			}
+		}
+		est.CostUSD += ve.CostUSD
+		est.Variants = append(est.Variants, ve)
+	}
+	return est, nil
+}
+
+// subtractCall removes a substituted call from a prediction.
+func (ix *index) subtractCall(ve *VariantEstimate, c int32) {
+	ev := &ix.tr.Events[c]
+	if ev.Type == trace.ToolCall {
+		ve.ToolCalls--
+		return
+	}
+	ve.ModelCalls--
+	for j := c + 1; j <= ix.end[c]; j++ {
+		if r := &ix.tr.Events[j]; r.Type == trace.LLMResponse && ix.parent[j] == c {
+			if r.CostUSD != nil {
+				ve.CostUSD -= *r.CostUSD
+			}
+			ve.Tokens -= tokensOf(r)
+		}
+	}
+}
+
+// tailMatches lists the base events at or after position p that change b
+// would act on if the tail repeated the base run: calls for output and agent
+// changes, markers for decisions, parameters and approvals. State changes
+// act on reads, which a recording does not hold, so they always match.
+func (ix *index) tailMatches(b *bound, p int) []int32 {
+	evs := ix.tr.Events
+	var out []int32
+	switch b.kind {
+	case ckToolResult, ckLLMResponse:
+		kind := replay.KindTool
+		if b.kind == ckLLMResponse {
+			kind = replay.KindLLM
+		}
+		for _, c := range ix.calls[callKey(kind, b.label)] {
+			if int(c) >= p && (b.occ == 0 || int(ix.occ[c]) == b.occ) {
+				out = append(out, c)
+			}
+		}
+	case ckPrompt, ckModel, ckTemperature:
+		for _, c := range ix.calls {
+			for _, i := range c {
+				ev := &evs[i]
+				if int(i) < p || ev.Type != trace.LLMRequest {
+					continue
+				}
+				if b.label == All || b.label == ix.innermostNode(int(i)) || b.label == ev.Model || b.label == trace.LLMLabel(ev.Provider, ev.Model) {
+					out = append(out, i)
+				}
+			}
+		}
+	case ckDecision, ckHuman:
+		for name, list := range ix.decisions {
+			if b.kind == ckDecision && name != b.name || b.kind == ckHuman && b.name != "" && name != b.name {
+				continue
+			}
+			for _, i := range list {
+				m, _ := evs[i].Marker()
+				want := trace.KindDecision
+				if b.kind == ckHuman {
+					want = trace.KindApproval
+				}
+				if int(i) >= p && m.Kind == want {
+					out = append(out, i)
+				}
+			}
+		}
+	case ckParam:
+		for _, i := range ix.params[b.name] {
+			if int(i) >= p {
+				out = append(out, i)
+			}
+		}
+	case ckState:
+		out = append(out, int32(p))
+	}
+	return out
+}
+
+// Explain renders the estimate, one line per variant:
+//
+//	estimate at step 6 (before 'decide' execution 1)
+//	  stricter  ~$0.0020 over 1 model call(s) and 1 tool call(s)
+//	  broken    ~$0.0020 over 1 model call(s) and 1 tool call(s); unmatched: param 'x' → 1
+//	  total     ~$0.0040
+func (e *Estimation) Explain() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "estimate at %s\n", e.At)
+	width := len("total")
+	for _, v := range e.Variants {
+		width = max(width, len(v.Name))
+	}
+	for _, v := range e.Variants {
+		fmt.Fprintf(&b, "  %-*s  ~$%.4f over %d model call(s) and %d tool call(s)", width, v.Name, v.CostUSD, v.ModelCalls, v.ToolCalls)
+		if len(v.Unmatched) > 0 {
+			fmt.Fprintf(&b, "; unmatched: %s", strings.Join(v.Unmatched, "; "))
+		}
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(&b, "  %-*s  ~$%.4f\n", width, "total", e.CostUSD)
+	return b.String()
+}
