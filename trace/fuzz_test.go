@@ -2,8 +2,11 @@ package trace
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -379,4 +382,72 @@ func checkValueOps(t *testing.T, v Value, depth int) {
 	default:
 		t.Fatalf("parsed value has kind %s", v.Kind())
 	}
+}
+
+// FuzzEventsFile reads arbitrary bytes as a whole events.jsonl the way Open
+// does: line splitting (LF, CRLF, a BOM, blank lines, a last line without a
+// newline) and decoding. It never panics; every error is a *LineError whose
+// line exists; a file read to the end has the digest of its bytes, and its
+// events re-encode to a file that reads back the same.
+func FuzzEventsFile(f *testing.F) {
+	for _, data := range vectorFiles(f, EventsFile) {
+		if len(data) < 1<<16 {
+			f.Add(data)
+		}
+	}
+	for _, s := range []string{"", "\n", "\n\n", goodLine, goodLine + "\r\n" + goodLine, goodLine + "\r" + goodLine + "\n",
+		"\ufeff" + goodLine + "\n", goodLine + "\n \n", goodLine + "\r\n\r\n"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		events, err := readEventsFile(data)
+		if err != nil {
+			var le *LineError
+			if !errors.As(err, &le) || le.File != EventsFile || le.Line < 1 || le.Line > bytes.Count(data, []byte("\n"))+1 {
+				t.Fatalf("error %v (%T) does not name an existing line", err, err)
+			}
+			return
+		}
+		var out []byte
+		for i := range events {
+			out = appendEvent(out, &events[i])
+			out = append(out, '\n')
+		}
+		back, err := readEventsFile(out)
+		if err != nil || len(back) != len(events) {
+			t.Fatalf("re-encoded file: %d events, %v; want %d", len(back), err, len(events))
+		}
+		for i := range back {
+			if a, b := appendEvent(nil, &events[i]), appendEvent(nil, &back[i]); !bytes.Equal(a, b) {
+				t.Fatalf("event %d changed:\n%s\n%s", i, a, b)
+			}
+		}
+	})
+}
+
+// readEventsFile reads data as events.jsonl, checking the digest of the bytes
+// read along the way.
+func readEventsFile(data []byte) ([]Event, error) {
+	var l lineReader
+	var d eventDecoder
+	l.reset(bytes.NewReader(data), EventsFile)
+	var events []Event
+	for {
+		line, n, err := l.next()
+		if err == io.EOF {
+			break
+		}
+		var ev Event
+		if err == nil {
+			err = d.decodeLine(line, n, EventsFile, &ev)
+		}
+		if err != nil {
+			return nil, err
+		}
+		events = append(events, ev.Clone())
+	}
+	if sum := sha256.Sum256(data); l.digest() != hex.EncodeToString(sum[:]) {
+		return nil, errors.New("digest of the bytes read differs from the digest of the file")
+	}
+	return events, nil
 }
