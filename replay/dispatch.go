@@ -300,7 +300,7 @@ func (s *session) dependency(ctx context.Context, sc *scope, ic *intercept, raw 
 	if d.model != "" {
 		model = d.model
 	}
-	callID := s.appendCallLocked(ic, input, model, d.rec)
+	callID := s.appendCallLocked(ic, input, model, d.rec, d.input.IsAbsent() && ic.input == raw)
 	switch d.act {
 	case actServe:
 		s.appendServedLocked(ic, callID, model, d)
@@ -380,7 +380,8 @@ func (s *session) noteCallLocked(ic *intercept, callID string, o Outcome, r *rec
 }
 
 // appendCallLocked writes the tool_call or llm_request.
-func (s *session) appendCallLocked(ic *intercept, input trace.Value, model string, r *rec) string {
+// clean says the input needed no redaction.
+func (s *session) appendCallLocked(ic *intercept, input trace.Value, model string, r *rec, clean bool) string {
 	ev := trace.Event{ParentID: ic.parent, Input: input}
 	if r != nil {
 		ev.ReplayPolicy = r.Call.ReplayPolicy
@@ -390,8 +391,14 @@ func (s *session) appendCallLocked(ic *intercept, input trace.Value, model strin
 	} else {
 		ev.Type, ev.Name = trace.ToolCall, ic.name
 	}
+	if clean {
+		return s.addLocked(ev, &noRedactions)
+	}
 	return s.appendLocked(ev)
 }
+
+// noRedactions stands for a payload that needed none.
+var noRedactions trace.Event
 
 // appendServedLocked writes a served result as if the call had happened: the
 // recorded result (and failure) of r, or the Director's value.
@@ -403,26 +410,29 @@ func (s *session) appendServedLocked(ic *intercept, callID, model string, d deci
 	}
 	if ic.kind == KindTool {
 		res := trace.Event{Type: trace.ToolResult, ParentID: callID, Name: ic.name, Status: r.Status, Output: r.Output}
+		var resID string
 		if r.Result != nil {
 			res.DurationMS = r.Result.DurationMS
+			resID = s.addLocked(res, r.Result)
+		} else {
+			resID = s.appendLocked(res)
 		}
-		resID := s.appendLocked(res)
 		if d.failure != nil && r.Failure != nil {
-			s.appendLocked(trace.Event{Type: trace.ErrorEvent, ParentID: resID, Status: trace.StatusError,
-				ErrorType: r.Failure.ErrorType, Message: r.Failure.Message, Details: r.Failure.Details})
+			s.addLocked(trace.Event{Type: trace.ErrorEvent, ParentID: resID, Status: trace.StatusError,
+				ErrorType: r.Failure.ErrorType, Message: r.Failure.Message, Details: r.Failure.Details}, r.Failure)
 		}
 		return
 	}
 	if r.Result != nil {
 		res := r.Result.Clone()
-		s.appendLocked(trace.Event{Type: trace.LLMResponse, ParentID: callID, Model: res.Model, Status: res.Status,
+		s.addLocked(trace.Event{Type: trace.LLMResponse, ParentID: callID, Model: res.Model, Status: res.Status,
 			Output: res.Output, DurationMS: res.DurationMS, PromptTokens: res.PromptTokens,
-			CompletionTokens: res.CompletionTokens, TotalTokens: res.TotalTokens, CostUSD: res.CostUSD})
+			CompletionTokens: res.CompletionTokens, TotalTokens: res.TotalTokens, CostUSD: res.CostUSD}, r.Result)
 		return
 	}
 	if r.Failure != nil {
-		s.appendLocked(trace.Event{Type: trace.ErrorEvent, ParentID: callID, Status: trace.StatusError,
-			ErrorType: r.Failure.ErrorType, Message: r.Failure.Message, Details: r.Failure.Details})
+		s.addLocked(trace.Event{Type: trace.ErrorEvent, ParentID: callID, Status: trace.StatusError,
+			ErrorType: r.Failure.ErrorType, Message: r.Failure.Message, Details: r.Failure.Details}, r.Failure)
 	}
 }
 

@@ -68,6 +68,23 @@ type plan struct {
 	index    map[string]int // event id → index of its first event with that id
 	paths    []string       // scope path of each event (see scopePath), computed on demand
 	pathDone []bool
+	reasons  map[[2]string]string // (event id, path) → reason of the base's redaction entries
+}
+
+// entry is the redactions.json entry for a path redacted in a base event
+// (reason sensitive_key when the base lists none).
+func (p *plan) entry(eventID, path string) trace.RedactionEntry {
+	if p.reasons == nil {
+		p.reasons = make(map[[2]string]string, len(p.base.Redactions))
+		for _, e := range p.base.Redactions {
+			p.reasons[[2]string{e.EventID, e.Path}] = e.Reason
+		}
+	}
+	reason := p.reasons[[2]string{eventID, path}]
+	if reason == "" {
+		reason = trace.ReasonSensitiveKey
+	}
+	return trace.RedactionEntry{EventID: eventID, Path: path, Reason: reason, Replacement: trace.Redacted}
 }
 
 func queueKey(key, name string) string { return key + "\x00" + name }

@@ -2,9 +2,11 @@ package replay
 
 import (
 	"context"
+	crand "crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"regexp"
 	"runtime"
 	"strings"
@@ -157,6 +159,7 @@ type session struct {
 	counts     [4]int // served, executed, blocked, failed
 	liveModels map[string]bool
 	liveTools  map[string]bool
+	ids        ids
 }
 
 func newSession(cfg config, base *trace.Trace, agent string) *session {
@@ -164,6 +167,7 @@ func newSession(cfg config, base *trace.Trace, agent string) *session {
 		cfg:   cfg,
 		state: map[string]trace.Value{},
 		occ:   map[string]int{},
+		ids:   newIDs(),
 	}
 	goos := runtime.GOOS
 	version := Version
@@ -176,6 +180,7 @@ func newSession(cfg config, base *trace.Trace, agent string) *session {
 	}}
 	if base != nil {
 		s.plan = newPlan(base)
+		s.tr.Events = make([]trace.Event, 0, len(base.Events))
 		s.aligned = true
 		s.liveModels = setOf(cfg.liveModels)
 		s.liveTools = setOf(cfg.liveTools)
@@ -193,12 +198,31 @@ func setOf(names []string) map[string]bool {
 
 func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
 
-func newRunID() string   { return "run_" + uuidHex() }
-func newEventID() string { return "evt_" + uuidHex() }
-
-func uuidHex() string {
+func newRunID() string {
 	u := uuid.New()
-	return hex.EncodeToString(u[:])
+	return "run_" + hex.EncodeToString(u[:])
+}
+
+// ids makes event ids: "evt_" and a version 4 UUID in hex, drawn from a
+// ChaCha8 stream seeded from crypto/rand (one system call per session, not
+// per event). Guarded by the session's lock.
+type ids struct{ rng *rand.ChaCha8 }
+
+func newIDs() ids {
+	var seed [32]byte
+	_, _ = crand.Read(seed[:])
+	return ids{rand.NewChaCha8(seed)}
+}
+
+func (g ids) event() string {
+	var u [16]byte
+	_, _ = g.rng.Read(u[:])
+	u[6] = u[6]&0x0f | 0x40 // version 4
+	u[8] = u[8]&0x3f | 0x80 // RFC 4122 variant
+	var b [36]byte
+	copy(b[:], "evt_")
+	hex.Encode(b[4:], u[:])
+	return string(b[:])
 }
 
 // appendLocked adds ev to the session's trace: run id, step, time, redaction
@@ -207,7 +231,12 @@ func uuidHex() string {
 // payloads), the base event's id is reused, so a faithful replay or the
 // unchanged prefix of a fork carries the base's ids; from the first
 // difference on, ids are fresh.
-func (s *session) appendLocked(ev trace.Event) string {
+func (s *session) appendLocked(ev trace.Event) string { return s.addLocked(ev, nil) }
+
+// addLocked is appendLocked for an event whose payloads are already
+// redacted when clean is not nil: the redactions of the recorded event
+// clean stands for are carried over instead of redacting again.
+func (s *session) addLocked(ev trace.Event, clean *trace.Event) string {
 	ev.RunID = s.tr.RunID
 	ev.Step = len(s.tr.Events)
 	ev.Timestamp = now()
@@ -217,9 +246,17 @@ func (s *session) appendLocked(ev trace.Event) string {
 	if ev.ReplayPolicy == "" {
 		ev.ReplayPolicy = trace.PolicyFrozen
 	}
-	red, entries, err := trace.RedactEvent(ev)
-	if err == nil {
-		ev = red
+	var entries []trace.RedactionEntry
+	if clean == nil || !cleanStrings(&ev) {
+		red, es, err := trace.RedactEvent(ev)
+		if err == nil {
+			ev, entries = red, es
+		}
+	} else if len(clean.Redactions) > 0 {
+		ev.Redactions = append([]string(nil), clean.Redactions...)
+		for _, p := range ev.Redactions {
+			entries = append(entries, s.plan.entry(clean.ID, p))
+		}
 	}
 	ev.SetHashes()
 	if s.aligned {
@@ -229,7 +266,7 @@ func (s *session) appendLocked(ev trace.Event) string {
 		}
 	}
 	if ev.ID == "" {
-		ev.ID = newEventID()
+		ev.ID = s.ids.event()
 	}
 	for i := range entries {
 		entries[i].EventID = ev.ID
@@ -237,6 +274,20 @@ func (s *session) appendLocked(ev trace.Event) string {
 	s.tr.Events = append(s.tr.Events, ev)
 	s.tr.Redactions = append(s.tr.Redactions, entries...)
 	return ev.ID
+}
+
+// cleanStrings reports whether the redactable strings of ev hold no
+// credential.
+func cleanStrings(ev *trace.Event) bool {
+	for _, str := range [...]string{ev.Name, ev.Model, ev.Provider, ev.Key, ev.ErrorType, ev.Message} {
+		if str == "" {
+			continue
+		}
+		if _, hit := trace.RedactString(str); hit {
+			return false
+		}
+	}
+	return true
 }
 
 // sameEvent reports whether a new event equals a base event in everything

@@ -1,0 +1,209 @@
+package replay_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/stepfork/stepfork/replay"
+	"github.com/stepfork/stepfork/trace"
+)
+
+type smallIn struct {
+	City  string `json:"city"`
+	Limit int    `json:"limit"`
+}
+
+type smallOut struct {
+	Price float64 `json:"price"`
+	ID    string  `json:"id"`
+}
+
+func smallTool(_ context.Context, in smallIn) (smallOut, error) {
+	return smallOut{Price: 320.5, ID: in.City}, nil
+}
+
+var sink smallOut
+
+// cpuTime is the CPU time the process has used (user + system). The
+// benchmarks report it per operation as cpu-ns/op next to ns/op, because
+// wall time is unreliable on a shared, loaded machine.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func reportCPU(b *testing.B, start time.Duration) {
+	b.Helper()
+	b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
+}
+
+func BenchmarkToolPassThrough(b *testing.B) {
+	search := replay.Tool("search", smallTool)
+	ctx := context.Background()
+	in := smallIn{City: "LIS", Limit: 3}
+	b.ReportAllocs()
+	for b.Loop() {
+		sink, _ = search(ctx, in)
+	}
+}
+
+// loopAgent makes n small tool calls.
+func loopAgent(n int) replay.Agent {
+	search := replay.Tool("search", smallTool)
+	return func(ctx context.Context, _ trace.Value) (any, error) {
+		for i := range n {
+			if _, err := search(ctx, smallIn{City: "LIS", Limit: i % 7}); err != nil {
+				return nil, err
+			}
+		}
+		return "done", nil
+	}
+}
+
+// BenchmarkToolRecord is the cost of one recorded tool call (call and
+// result events, ids, redaction, hashes).
+func BenchmarkToolRecord(b *testing.B) {
+	b.ReportAllocs()
+	n := b.N
+	b.ResetTimer()
+	start := cpuTime()
+	if _, err := replay.Record(context.Background(), "bench", nil, loopAgent(n)); err != nil {
+		b.Fatal(err)
+	}
+	reportCPU(b, start)
+}
+
+// BenchmarkToolReplayFrozen is the cost of one tool call served by a frozen
+// replay (matching, serving, decoding, re-recording).
+func BenchmarkToolReplayFrozen(b *testing.B) {
+	n := b.N
+	rec, err := replay.Record(context.Background(), "bench", nil, loopAgent(n))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := cpuTime()
+	if _, err := replay.Replay(context.Background(), rec.Trace, loopAgent(n)); err != nil {
+		b.Fatal(err)
+	}
+	reportCPU(b, start)
+}
+
+// BenchmarkReplay10kCalls loads a saved 10,000-call run from disk and replays
+// it frozen, end to end.
+func BenchmarkReplay10kCalls(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "10k.sftrace")
+	rec, err := replay.Record(context.Background(), "bench", nil, loopAgent(10_000))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := rec.Trace.Save(path); err != nil {
+		b.Fatal(err)
+	}
+	agent := loopAgent(10_000)
+	b.ReportAllocs()
+	start := cpuTime()
+	defer reportCPU(b, start)
+	for b.Loop() {
+		tr, err := trace.Load(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := replay.Replay(context.Background(), tr, agent); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// echoAgent makes the calls a trace recorded, with the recorded inputs: it
+// stands for the agent that recorded a Python trace.
+func echoAgent(base *trace.Trace) replay.Agent {
+	var calls []trace.Event
+	for _, ev := range base.Events {
+		if ev.Type == trace.ToolCall || ev.Type == trace.LLMRequest {
+			calls = append(calls, ev)
+		}
+	}
+	return func(ctx context.Context, _ trace.Value) (any, error) {
+		var last any
+		for _, ev := range calls {
+			switch ev.Type {
+			case trace.ToolCall:
+				out, err := replay.Tool(ev.Name, func(context.Context, trace.Value) (any, error) {
+					return nil, fmt.Errorf("tool %s executed", ev.Name)
+				})(ctx, ev.Input)
+				if err != nil {
+					return nil, err
+				}
+				last = out
+			default:
+				if _, err := replay.LLMRaw(ctx, ev.Provider, ev.Model, ev.Input, func(context.Context, trace.Value) (trace.Value, error) {
+					return trace.Value{}, fmt.Errorf("model %s executed", ev.Model)
+				}); err != nil {
+					return nil, err
+				}
+			}
+		}
+		return last, nil
+	}
+}
+
+// TestReplayPythonRecording replays a 1,000-call run recorded by Python
+// stepfork: every call is matched and served, and the replay's own trace
+// has the recording's events.
+func TestReplayPythonRecording(t *testing.T) {
+	t.Parallel()
+	tr, err := trace.Load("../../shared/testvectors/stepfork-recorded/run_1000_calls.sftrace")
+	require.NoError(t, err)
+	res, err := replay.Replay(context.Background(), tr, echoAgent(tr))
+	if err != nil {
+		// The Python agent returned something else than its last tool output;
+		// only an outcome difference is acceptable here.
+		require.NotErrorIs(t, res.Divergence, replay.ErrDiverged)
+		require.NoError(t, res.VerifyComplete())
+	}
+	assert.Equal(t, 1000, res.Served)
+	assert.Equal(t, 0, res.Executed)
+	assert.Nil(t, res.Divergence)
+	evs := res.Trace.Events
+	require.Len(t, evs, len(tr.Events))
+	for i := 1; i < len(evs)-1; i++ {
+		b, g := tr.Events[i], evs[i]
+		assert.Equal(t, b.ID, g.ID, "event %d keeps the base id", i)
+		assert.Equal(t, b.Type, g.Type)
+		assert.Equal(t, b.ParentID, g.ParentID)
+		assert.True(t, b.Input == g.Input || b.Input.IsAbsent() && g.Input.IsAbsent(), "input of event %d", i)
+		assert.Equal(t, b.Output, g.Output, "output of event %d", i)
+	}
+}
+
+func BenchmarkReplayPython1000Calls(b *testing.B) {
+	const path = "../../shared/testvectors/stepfork-recorded/run_1000_calls.sftrace"
+	tr, err := trace.Load(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	agent := echoAgent(tr)
+	b.ReportAllocs()
+	start := cpuTime()
+	defer reportCPU(b, start)
+	for b.Loop() {
+		tr, err := trace.Load(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		res, _ := replay.Replay(context.Background(), tr, agent)
+		if res.Divergence != nil {
+			b.Fatal(res.Divergence)
+		}
+	}
+}
