@@ -1,7 +1,6 @@
 package trace
 
 import (
-	"crypto/sha256"
 	"slices"
 	"strconv"
 	"strings"
@@ -262,7 +261,7 @@ func Diff(base, variant *Trace, opts ...DiffOption) *RunDiff {
 		default:
 			b, v := &bs[p.b], &vs[p.v]
 			sd.Type, sd.Label, sd.Base, sd.Variant = b.Type, b.Label, b, v
-			if p.same {
+			if p.same || (b.Type == v.Type && b.Label == v.Label && b.Payload == v.Payload) {
 				sd.Fields = payloadFields(b)
 			} else {
 				sd.Fields, sd.Changes = compareSteps(b, v)
@@ -357,7 +356,7 @@ type resultKids struct{ result, response, err int32 }
 // node steps); otherwise it is stepfork's extract_behavior exactly.
 func extractBehavior(tr *Trace, native bool) []BehaviorStep {
 	evs := tr.Events
-	kids := make(map[string]resultKids)
+	kids := make(map[string]resultKids, len(evs)/2)
 	for i := range evs {
 		ev := &evs[i]
 		if ev.ParentID == "" || (ev.Type != ToolResult && ev.Type != LLMResponse && ev.Type != ErrorEvent) {
@@ -385,7 +384,7 @@ func extractBehavior(tr *Trace, native bool) []BehaviorStep {
 	}
 
 	var legacy *legacyPairing
-	paired := make(map[string]bool)
+	paired := make([]bool, len(evs)) // tool results already paired with a call
 	steps := make([]BehaviorStep, 0, len(evs)/2+1)
 	type openNode struct {
 		name string
@@ -411,7 +410,7 @@ func extractBehavior(tr *Trace, native bool) []BehaviorStep {
 			status, output, resultID := string(StatusSkipped), NullValue, ""
 			if res >= 0 {
 				r := &evs[res]
-				paired[r.ID] = true
+				paired[res] = true
 				status, output, resultID = string(r.Status), r.Output, r.ID
 			}
 			s := add(ev, StepTool, ev.Name, callPayload(ev.Input, output, status))
@@ -492,7 +491,7 @@ func newLegacyPairing(evs []Event) *legacyPairing {
 	return l
 }
 
-func (l *legacyPairing) forward(call int, name string, paired map[string]bool) int {
+func (l *legacyPairing) forward(call int, name string, paired []bool) int {
 	idx := l.byName[name]
 	pos, _ := slices.BinarySearch(idx, int32(call))
 	for _, j := range idx[pos+1:] {
@@ -500,7 +499,7 @@ func (l *legacyPairing) forward(call int, name string, paired map[string]bool) i
 		if ev.Type == ToolCall {
 			return -1
 		}
-		if !paired[ev.ID] {
+		if !paired[j] {
 			return int(j)
 		}
 	}
@@ -543,8 +542,14 @@ func callPayload(input, output Value, status string) Value {
 	b.WriteString(`,"output":`)
 	b.WriteString(out.raw)
 	b.WriteString(`,"status":`)
-	b.Write(appendQuoted(nil, status))
-	b.WriteByte('}')
+	if Status(status).Valid() { // nothing to escape
+		b.WriteByte('"')
+		b.WriteString(status)
+		b.WriteString(`"}`)
+	} else {
+		b.Write(appendQuoted(nil, status))
+		b.WriteByte('}')
+	}
 	return Value{b.String()}
 }
 
@@ -869,27 +874,36 @@ func (in *interner[K]) id(k K) int32 {
 // LCS leaves unmatched, an LCS over type and label whose pairs are changed
 // steps, and cycgraph's coalescing of what is left.
 func alignLCS(bs, vs []BehaviorStep) []stepPair {
-	exact := interner[[sha256.Size]byte]{make(map[[sha256.Size]byte]int32, len(bs))}
-	coarse := interner[string]{make(map[string]int32)}
-	keys := func(steps []BehaviorStep) (ex, co []int32) {
-		ex, co = make([]int32, len(steps)), make([]int32, len(steps))
-		h := sha256.New()
-		var sum [sha256.Size]byte
+	// Steps are numbered by their exact content and by type and label. The
+	// map keys share the steps' strings: nothing is copied or hashed twice.
+	type exactKey struct {
+		t       StepType
+		label   string
+		payload string
+	}
+	type coarseKey struct {
+		t     StepType
+		label string
+	}
+	exact := interner[exactKey]{make(map[exactKey]int32, len(bs))}
+	coarse := interner[coarseKey]{make(map[coarseKey]int32)}
+	exactKeys := func(steps []BehaviorStep) []int32 {
+		ex := make([]int32, len(steps))
 		for i := range steps {
 			s := &steps[i]
-			tl := string(s.Type) + "\x00" + s.Label
-			co[i] = coarse.id(tl)
-			h.Reset()
-			h.Write([]byte(tl))
-			h.Write([]byte{0})
-			h.Write([]byte(s.Payload.raw))
-			h.Sum(sum[:0])
-			ex[i] = exact.id(sum)
+			ex[i] = exact.id(exactKey{s.Type, s.Label, s.Payload.raw})
 		}
-		return ex, co
+		return ex
 	}
-	bex, bco := keys(bs)
-	vex, vco := keys(vs)
+	// coarseKeys is only needed inside the stretches the LCS leaves open.
+	coarseKeys := func(steps []BehaviorStep) []int32 {
+		co := make([]int32, len(steps))
+		for i := range steps {
+			co[i] = coarse.id(coarseKey{steps[i].Type, steps[i].Label})
+		}
+		return co
+	}
+	bex, vex := exactKeys(bs), exactKeys(vs)
 
 	var out []stepPair
 	// gap aligns the unmatched stretch bs[b0:b1] / vs[v0:v1].
@@ -924,7 +938,8 @@ func alignLCS(bs, vs []BehaviorStep) []stepPair {
 			}
 		}
 		pb, pv := b0, v0
-		lcs(bco[b0:b1], vco[v0:v1], len(coarse.ids), func(i, j int) {
+		bco, vco := coarseKeys(bs[b0:b1]), coarseKeys(vs[v0:v1])
+		lcs(bco, vco, len(coarse.ids), coarseCostLimit, func(i, j int) {
 			residual(pb, b0+i, pv, v0+j)
 			out = append(out, stepPair{b: b0 + i, v: v0 + j})
 			pb, pv = b0+i+1, v0+j+1
@@ -932,7 +947,7 @@ func alignLCS(bs, vs []BehaviorStep) []stepPair {
 		residual(pb, b1, pv, v1)
 	}
 	pb, pv := 0, 0
-	lcs(bex, vex, len(exact.ids), func(i, j int) {
+	lcs(bex, vex, len(exact.ids), 0, func(i, j int) {
 		gap(pb, i, pv, j)
 		out = append(out, stepPair{b: i, v: j, same: true})
 		pb, pv = i+1, j+1
@@ -941,8 +956,15 @@ func alignLCS(bs, vs []BehaviorStep) []stepPair {
 	return out
 }
 
+// coarseCostLimit bounds the search of the type-and-label pass: it only
+// decides which unmatched steps are shown as changed rather than as removed
+// and added, so two long unrelated runs need not cost more than a glance.
+const coarseCostLimit = 256
+
 // lcs calls match(i, j), in increasing order, for the pairs of a longest
 // common subsequence of a and b, whose elements are ids in [0, nids).
+// maxCost, when positive, lowers the bound on D of one bisection (see
+// costLimit).
 //
 // Elements that occur on one side only cannot be part of a common
 // subsequence and are set aside first, so that runs differing in a few
@@ -951,7 +973,7 @@ func alignLCS(bs, vs []BehaviorStep) []stepPair {
 // part of the problem where D grows past a bound, the search stops at the
 // furthest point it reached and splits there, as GNU diff does: the
 // alignment stays valid but may there be shorter than the longest.
-func lcs(a, b []int32, nids int, match func(i, j int)) {
+func lcs(a, b []int32, nids, maxCost int, match func(i, j int)) {
 	inA, inB := make([]bool, nids), make([]bool, nids)
 	for _, x := range a {
 		inA[x] = true
@@ -961,7 +983,7 @@ func lcs(a, b []int32, nids int, match func(i, j int)) {
 	}
 	fa, ia := keepShared(a, inB)
 	fb, ib := keepShared(b, inA)
-	m := &myers{a: fa, b: fb, match: func(i, j int) { match(int(ia[i]), int(ib[j])) }}
+	m := &myers{a: fa, b: fb, maxCost: maxCost, match: func(i, j int) { match(int(ia[i]), int(ib[j])) }}
 	m.diff(0, len(fa), 0, len(fb))
 }
 
@@ -979,9 +1001,10 @@ func keepShared(s []int32, other []bool) (kept, index []int32) {
 }
 
 type myers struct {
-	a, b   []int32
-	v1, v2 []int // scratch for bisect
-	match  func(i, j int)
+	a, b    []int32
+	v1, v2  []int // scratch for bisect
+	maxCost int   // if positive, a lower bound on D than costLimit's
+	match   func(i, j int)
 }
 
 // diff reports the matches of an LCS of a[aLo:aHi] and b[bLo:bHi].
@@ -1030,6 +1053,9 @@ func (m *myers) bisect(aLo, aHi, bLo, bHi int) (x, y int, ok bool) {
 	front := delta%2 != 0
 	k1start, k1end, k2start, k2end := 0, 0, 0, 0
 	limit := min(maxD, costLimit(n+mm))
+	if m.maxCost > 0 {
+		limit = min(limit, m.maxCost)
+	}
 	bestX, bestY := -1, -1
 	for d := 0; d < limit; d++ {
 		for k1 := -d + k1start; k1 <= d-k1end; k1 += 2 {

@@ -973,7 +973,7 @@ func TestLCSIsLongest(t *testing.T) {
 			b[i] = int32(r.IntN(alpha + 2))
 		}
 		var got [][2]int
-		lcs(a, b, alpha+2, func(i, j int) { got = append(got, [2]int{i, j}) })
+		lcs(a, b, alpha+2, 0, func(i, j int) { got = append(got, [2]int{i, j}) })
 		for k, p := range got {
 			if a[p[0]] != b[p[1]] || (k > 0 && (p[0] <= got[k-1][0] || p[1] <= got[k-1][1])) {
 				t.Fatalf("case %d: invalid match %v in %v (a=%v b=%v)", n, p, got, a, b)
@@ -996,7 +996,7 @@ func TestLCSExpensiveStaysValid(t *testing.T) {
 	}
 	last := [2]int{-1, -1}
 	count := 0
-	lcs(a, b, n, func(i, j int) {
+	lcs(a, b, n, 0, func(i, j int) {
 		if a[i] != b[j] || i <= last[0] || j <= last[1] {
 			t.Fatalf("invalid match (%d, %d) after %v", i, j, last)
 		}

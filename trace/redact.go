@@ -92,7 +92,8 @@ var credentialPatterns = []struct {
 // mayHoldCredential is a cheap filter: a string with none of these substrings
 // cannot match any credential pattern.
 func mayHoldCredential(s string) bool {
-	return strings.Contains(s, "sk-") || strings.Contains(s, "gh") || containsFoldBearer(s)
+	return strings.Contains(s, "sk-") || strings.Contains(s, "ghp_") || strings.Contains(s, "gho_") ||
+		strings.Contains(s, "github_pat_") || containsFoldBearer(s)
 }
 
 // containsFoldBearer reports whether s contains "bearer" in any ASCII case.

@@ -1,0 +1,128 @@
+package trace
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// benchRun builds a run of n behavior steps (tool calls with results and
+// model calls, alternating), with payloads of about 200 bytes. It makes the
+// events directly: the Builder looks parents up by scanning, which is too
+// slow for 200k events.
+func benchRun(b *testing.B, n int) *Trace {
+	b.Helper()
+	tr := &Trace{Manifest: Manifest{RunID: "run_bench", AgentName: "bench", Status: RunCompleted,
+		CreatedAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}}
+	add := func(ev Event) string {
+		ev.ID = fmt.Sprintf("evt_%06d", len(tr.Events))
+		ev.RunID, ev.Step, ev.Timestamp = tr.RunID, len(tr.Events), tr.CreatedAt.Add(time.Duration(len(tr.Events))*time.Millisecond)
+		ev.Status, ev.ReplayPolicy = StatusOK, PolicyFrozen
+		if ev.ParentID == "" && len(tr.Events) > 0 && ev.Type != RunEnd {
+			ev.ParentID = tr.Events[0].ID
+		}
+		ev.SetHashes()
+		tr.Events = append(tr.Events, ev)
+		return ev.ID
+	}
+	add(Event{Type: RunStart, Input: MustValueOf(map[string]any{"n": n})})
+	for i := range n - 1 {
+		in := MustValueOf(map[string]any{"i": i, "query": "flights from KTM to LIS, two adults", "page": i % 7})
+		out := MustValueOf(map[string]any{"i": i, "items": []any{"QR 641", "TK 727", i % 13}, "price": float64(i%500) + 0.5, "note": "ünïcödé"})
+		if i%2 == 0 {
+			name := []string{"search", "lookup", "book"}[i%3]
+			call := add(Event{Type: ToolCall, Name: name, Input: in})
+			add(Event{Type: ToolResult, ParentID: call, Name: name, Output: out})
+		} else {
+			req := add(Event{Type: LLMRequest, Provider: "openai", Model: "gpt-4o", Input: in})
+			add(Event{Type: LLMResponse, ParentID: req, Model: "gpt-4o", Output: out})
+		}
+	}
+	add(Event{Type: RunEnd, RunStatus: RunCompleted, Output: MustValueOf(map[string]any{"ok": true})})
+	tr.Totals.Events = len(tr.Events)
+	return tr
+}
+
+// changeOutputs returns a copy of tr in which every 100th tool result has a
+// different output: 1% of the behavior steps differ.
+func changeOutputs(tr *Trace) *Trace {
+	c := tr.Clone()
+	calls := 0
+	for i := range c.Events {
+		ev := &c.Events[i]
+		if ev.Type != ToolResult && ev.Type != LLMResponse {
+			continue
+		}
+		if calls%100 == 50 {
+			ev.Output = MustValueOf(map[string]any{"changed": calls})
+			ev.SetHashes()
+		}
+		calls++
+	}
+	return c
+}
+
+// insertCalls returns a copy of tr with a new tool call and result inserted
+// before every 100th call: 1% of the variant's steps are new, and every
+// later step is shifted.
+func insertCalls(tr *Trace) *Trace {
+	c := tr.Clone()
+	c.Events = c.Events[:0:0]
+	calls := 0
+	for _, ev := range tr.Events {
+		if ev.Type == ToolCall || ev.Type == LLMRequest {
+			if calls%100 == 50 {
+				id := fmt.Sprintf("evt_ins_%d", calls)
+				call := Event{ID: id, RunID: ev.RunID, ParentID: ev.ParentID, Type: ToolCall, Timestamp: ev.Timestamp,
+					Status: StatusOK, ReplayPolicy: PolicyFrozen, Name: "inserted", Input: IntValue(int64(calls))}
+				res := Event{ID: id + "_r", RunID: ev.RunID, ParentID: id, Type: ToolResult, Timestamp: ev.Timestamp,
+					Status: StatusOK, ReplayPolicy: PolicyFrozen, Name: "inserted", Output: IntValue(int64(calls))}
+				call.SetHashes()
+				res.SetHashes()
+				c.Events = append(c.Events, call, res)
+			}
+			calls++
+		}
+		c.Events = append(c.Events, ev.Clone())
+	}
+	return c
+}
+
+// BenchmarkDiff diffs two runs of N behavior steps that differ in 1% of
+// their steps, by changed outputs and by inserted calls, in both
+// alignments. Compare B/op across sizes to see memory grow linearly.
+//
+//	go test ./trace -run '^$' -bench BenchmarkDiff -benchmem -benchtime 5x -count 1
+func BenchmarkDiff(b *testing.B) {
+	for _, n := range []int{10_000, 100_000} {
+		base := benchRun(b, n)
+		variants := []struct {
+			name string
+			tr   *Trace
+			want func(d *RunDiff) bool
+		}{
+			{"changed", changeOutputs(base), func(d *RunDiff) bool { return d.Changed == n/100 && d.Added == 0 }},
+			{"inserted", insertCalls(base), func(d *RunDiff) bool { return d.Added == n/100 && d.Changed == 0 }},
+		}
+		for _, v := range variants {
+			for _, mode := range []struct {
+				name string
+				opts []DiffOption
+			}{{"lcs", nil}, {"positional", []DiffOption{AlignPosition()}}} {
+				if mode.name == "positional" && v.name == "inserted" {
+					continue // every later step differs: not the 1% case
+				}
+				b.Run(fmt.Sprintf("%s/%s/steps=%d", mode.name, v.name, n), func(b *testing.B) {
+					b.ReportAllocs()
+					var d *RunDiff
+					for b.Loop() {
+						d = Diff(base, v.tr, mode.opts...)
+					}
+					if !v.want(d) {
+						b.Fatalf("changed=%d added=%d removed=%d", d.Changed, d.Added, d.Removed)
+					}
+				})
+			}
+		}
+	}
+}
