@@ -36,6 +36,49 @@
 // Trace reads a bundle path as a stream and stops at the fork point, so a fork
 // costs in proportion to the fork point rather than to the trace.
 //
+// # Counterfactual execution
+//
+// Run takes a recorded run, changes one thing about it, runs only the part
+// the change could affect, and says what became different:
+//
+//	base, _ := trace.Load("testdata/refund-failure.sftrace")
+//	v, err := fork.Run(ctx, base, fork.Failure(), refund.Agent,
+//		fork.Prompt("decide", "Refunds above the policy limit need approval."), fork.Memoize())
+//	fmt.Println(v.Explain()) // fork 8f3a2c… of 41d0be… at step 6 (before the failing node ('decide', execution 1)) …
+//
+// A fork point (At) resolves to one position of the base run's events:
+// Step, Event, Start, Failure (the default on a failed run), BeforeNode,
+// AfterNode, BeforeCall, BeforeFirstWriteOf, BeforeDecision, Where. Points
+// lists every position a run offers. Only boundaries are positions: a result
+// or anything inside a tool or model call would split the call and is
+// refused, naming it. The agent runs again from its beginning under a
+// replay session (package replay, through a Director): every call before the
+// position is served strictly from the recording (no tool or model is
+// touched; those events keep the base's ids, payloads and hashes), and the
+// calls from the position on form the tail, run under the changes.
+//
+// Changes are plain values with a snake_case wire form, recorded in
+// fork.json: ToolResult and LLMResponse substitute what a tail call returns;
+// Prompt, Model and Temperature patch the requests of matching tail model
+// calls; State patches what replay.Read returns; Decision forces a
+// replay.Decide, Param a replay.Param, HumanResponse answers a
+// replay.Approve; ChangeFunc computes a change from the resolved point. Two
+// changes writing the same thing are refused before anything runs, and a
+// change whose target matched nothing in the tail is reported unused.
+//
+// Tool calls of the tail pass a side-effect guard: under Replay (the
+// default) a call whose name and canonical input equal a base call not yet
+// consumed is served that call's recorded result; anything else is blocked
+// (the variant ends "blocked", with a SuppressedEffect) unless Allow names
+// the tool; Block blocks every one. Model calls run live through the agent's
+// own client, unless Memoize serves the ones whose request equals an
+// unconsumed base call; served calls are never counted as incurred cost.
+// A fork with no changes reproduces its base exactly, at every point.
+//
+// Each runs a sweep of named variants at one point, sharing one index of the
+// base run and running variants concurrently; Estimate predicts a sweep's
+// calls and cost from the base run's tail without running anything.
+//
 // # Provenance: fork.json
 //
 // Every fork carries its provenance in the bundle file fork.json, written as
@@ -60,6 +103,7 @@
 //	  "changes": […],                    // counterfactual only: changes, wire form
 //	  "policy": "replay",                // counterfactual only
 //	  "group_id": "…",                   // counterfactual only: sweep members
+//	  "memoize": true,                   // counterfactual only, when memoized
 //	  "ancestors": [{…}, …]              // present when the parent is a fork
 //	}
 //
