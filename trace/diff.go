@@ -6,30 +6,6 @@ import (
 	"strings"
 )
 
-// Run diff.
-//
-// Diff compares the behavior of two runs. Each run is reduced to behavior
-// steps, one per tool call, model call, state change, error, run end (the
-// steps stepfork's diff extracts, stepfork-format.md §6.1) and, in the
-// default mode, per decision, parameter read and entered node; the two step
-// lists are aligned and aligned steps compared field by field.
-//
-// Two alignments are offered:
-//
-//   - LCS (the default): a longest common subsequence of the step lists,
-//     computed with Myers' O((N+M)·D) algorithm in linear space, where two
-//     steps are equal when their type, label and canonical payload are equal.
-//     Within each stretch the LCS leaves unmatched, steps with the same type
-//     and label are paired as changed steps (again by LCS, over type and
-//     label), and what remains is coalesced the way cycgraph does (§5.1 of
-//     the counterfactual reference): an unmatched base step directly followed
-//     by an unmatched variant step becomes one substitution. An inserted call
-//     therefore shows as one added step and leaves the later steps unchanged.
-//   - Positional (AlignPosition): index i against index i, with stepfork's
-//     special case for the terminal run steps, and stepfork's extraction
-//     exactly (runtime markers are ordinary state steps). Its JSON is
-//     byte-identical to `stepfork diff --json`.
-
 // StepType is the kind of a behavior step.
 type StepType string
 
@@ -214,9 +190,34 @@ func DisplayPaths(base, variant string) DiffOption {
 	return func(c *diffConfig) { c.basePath, c.varPath, c.pathsSet = base, variant, true }
 }
 
-// Diff compares the behavior of a base and a variant run. A nil trace is
-// compared as an empty run. See the package documentation of the run diff
-// above for the two alignments.
+// Diff compares the behavior of a base and a variant run.
+//
+// Each run is reduced to behavior steps (see BehaviorStep), one per tool
+// call, model call, state change, error and run end, as stepfork's diff
+// extracts them (stepfork-format.md §6.1), and, in the default mode, one per
+// decision, parameter read and entered node; runtime markers are not state
+// steps there, and @now, @id and @effect markers are left out (they record
+// nondeterminism whose consequences show in the steps that follow). The two
+// step lists are aligned, and aligned steps compared field by field.
+//
+// By default the alignment is a longest common subsequence of the step
+// lists, where two steps are equal when their type, label and canonical
+// payload are equal, computed with Myers' O((N+M)·D) algorithm in linear
+// space. Within each stretch the LCS leaves unmatched, steps with the same
+// type and label are paired as changed steps (by an LCS over type and
+// label), and what remains is coalesced as cycgraph does: an unmatched base
+// step directly followed by an unmatched variant step is one substitution.
+// So an inserted call is one added step and the later steps stay unchanged.
+//
+// With AlignPosition, Diff is stepfork's diff_traces exactly: stepfork's
+// extraction (runtime markers are ordinary state steps), index i against
+// index i, the two terminal run steps compared with each other; its JSON is
+// byte-identical to `stepfork diff --json`.
+//
+// In both modes Diff reports the first divergence, the changes of every
+// changed step with paths, the deltas of the final state, both runs'
+// terminal status, and the token and cost deltas. A nil trace is compared as
+// an empty run.
 func Diff(base, variant *Trace, opts ...DiffOption) *RunDiff {
 	var cfg diffConfig
 	for _, o := range opts {

@@ -393,16 +393,24 @@ func (d *RunDiff) String() string { return d.Explain() }
 
 // Explain renders the diff compactly for a terminal or a test failure:
 //
-//	behavior changed: 1 changed, 1 added, 0 removed, 2 unchanged (4 steps, LCS)
+//	behavior changed: 3 changed, 1 added, 0 removed, 1 unchanged (5 steps, LCS)
 //	  status    failed          was completed
-//	  path      tool:search → ~tool:book → +error:Timeout → run
-//	                          ^ diverged here
-//	  ~ #1      tool book (base #1 evt_004 step 3, variant #1 evt_004 step 3)
+//	  path      ~tool:search → tool:book → ~state:draft → +error:Timeout → ~run
+//	            ^ diverged here
+//	  ~ #0      tool search (base #0 evt_a_002 step 1, variant #0 evt_b_002 step 1)
 //	              output.price
 //	                expected: 320
 //	                actual:   450
-//	  + #2      error Timeout (variant #2 evt_009 step 8)
-//	  state     ~draft (+2B)  +approved (+4B)
+//	  ~ #2      state draft (base #2 evt_a_006 step 5, variant #2 evt_b_006 step 5)
+//	              after
+//	                expected: "hi"
+//	                actual:   "hi!"
+//	  + #3      error Timeout (variant #3 evt_b_007 step 6)
+//	  ~ #4      run run (base #3 evt_a_007 step 6, variant #4 evt_b_008 step 7)
+//	              run_status
+//	                expected: "completed"
+//	                actual:   "failed"
+//	  state     ~draft (+1B)
 //	  tokens    +412 (1200 → 1612)
 //	  cost      +$0.0021 ($0.0100 → $0.0121)
 //

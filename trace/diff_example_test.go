@@ -1,0 +1,67 @@
+package trace_test
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/stepfork/stepfork/trace"
+)
+
+// booking records a small run: a search, a booking, and its end.
+func booking(runID string, price int, extraCall bool) *trace.Trace {
+	b := trace.NewBuilder("booking-agent").RunID(runID)
+	b.RunStart(map[string]any{"to": "LIS"})
+	b.Tool("search_flights", map[string]any{"to": "LIS"}, map[string]any{"flight": "TP 1", "price": price})
+	if extraCall {
+		b.Tool("check_visa", map[string]any{"country": "PT"}, map[string]any{"required": false})
+	}
+	b.Tool("book", map[string]any{"flight": "TP 1"}, map[string]any{"ok": true})
+	b.RunEnd(trace.RunCompleted, map[string]any{"booked": "TP 1"})
+	return b.MustTrace()
+}
+
+// Diff aligns the two runs by their longest common subsequence: the added
+// call is one added step, and the steps after it stay unchanged.
+func ExampleDiff() {
+	base := booking("run_base", 320, false)
+	variant := booking("run_variant", 450, true)
+
+	d := trace.Diff(base, variant)
+	fmt.Println("equivalent:", d.Equivalent())
+	fmt.Println("diverged at step", d.Divergence.Index, "on", d.Divergence.Base.Label)
+	fmt.Print(d.Explain())
+	// Output:
+	// equivalent: false
+	// diverged at step 0 on search_flights
+	// behavior changed: 1 changed, 1 added, 0 removed, 2 unchanged (4 steps, LCS)
+	//   status    completed
+	//   path      ~tool:search_flights → +tool:check_visa → tool:book → run
+	//             ^ diverged here
+	//   ~ #0      tool search_flights (base #0 evt_002 step 1, variant #0 evt_002 step 1)
+	//               output.price
+	//                 expected: 320
+	//                 actual:   450
+	//   + #1      tool check_visa (variant #1 evt_004 step 3)
+}
+
+// AlignPosition gives stepfork's own diff: positional alignment and the JSON
+// of `stepfork diff --json`, byte for byte.
+func ExampleAlignPosition() {
+	base := booking("run_base", 320, false)
+	variant := booking("run_variant", 450, false)
+
+	d := trace.Diff(base, variant, trace.AlignPosition(),
+		trace.DisplayPaths("base.sftrace", "variant.sftrace"))
+	os.Stdout.Write(append(d.JSON(), '\n'))
+	// Output:
+	// {"equivalent":false,"baseline":{"path":"base.sftrace","agent_name":"booking-agent","run_id":"run_base","status":"completed","events":6},"candidate":{"path":"variant.sftrace","agent_name":"booking-agent","run_id":"run_variant","status":"completed","events":6},"steps":[{"index":0,"kind":"changed","step_type":"tool","label":"search_flights","fields":["input","output","status"],"changes":[{"path":"output.price","kind":"changed","expected":320,"actual":450}]},{"index":1,"kind":"unchanged","step_type":"tool","label":"book","fields":["input","output","status"],"changes":[]},{"index":2,"kind":"unchanged","step_type":"run","label":"run","fields":["output","run_status"],"changes":[]}],"added":0,"removed":0,"changed":1,"unchanged":2}
+}
+
+// FirstDifference names the first differing leaf of two payloads.
+func ExampleFirstDifference() {
+	path, expected, actual, _ := trace.FirstDifference(
+		trace.MustParse(`{"args":["LIS",2],"to":"LIS"}`),
+		trace.MustParse(`{"args":["LIS",2.0],"to":"LIS"}`))
+	fmt.Println(path, expected, actual)
+	// Output: args[1] 2 2.0
+}
