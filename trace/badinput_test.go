@@ -88,6 +88,8 @@ func TestBadEventsFile(t *testing.T) {
 		{"duplicate key", func(t *testing.T) string { return badLine(t, `"step":0,`, `"step":0,"step":1,`) + "\n" }, 1, "duplicate object key"},
 		{"lone surrogate", func(t *testing.T) string { return badLine(t, `{"q":1}`, `"\ud800"`) + "\n" }, 1, "lone UTF-16 surrogate"},
 		{"invalid UTF-8", func(t *testing.T) string { return badLine(t, `{"q":1}`, "\"\xff\"") + "\n" }, 1, "invalid UTF-8"},
+		{"invalid UTF-8 in id", func(t *testing.T) string { return badLine(t, `"evt_001"`, "\"e\xc1vt_0001234\"") + "\n" }, 1, "invalid UTF-8"},
+		{"invalid UTF-8 in key", func(t *testing.T) string { return badLine(t, `{"q":1}`, "{\"q\xc1qqqqqqqq\":1}") + "\n" }, 1, "invalid UTF-8"},
 		{"unknown key", func(t *testing.T) string { return badLine(t, `"step":0,`, `"step":0,"extra":1,`) + "\n" }, 1, `invalid event: unknown field "extra"`},
 		{"key of another type", func(t *testing.T) string { return badLine(t, `"input":{"q":1}`, `"input":{"q":1},"output":2`) + "\n" }, 1, `unknown field "output" for type run_start`},
 		{"unknown event type", func(t *testing.T) string { return badLine(t, `"run_start"`, `"framework_magic"`) + "\n" }, 1, `invalid event: unknown event type "framework_magic"`},

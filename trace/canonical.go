@@ -401,7 +401,7 @@ func (c *canonicalizer) plainString() bool {
 		}
 		high |= uint64(b)
 	}
-	if i >= len(in) || high&0x80 != 0 && !utf8.Valid(in[c.pos+1:i]) {
+	if i >= len(in) || high&hi != 0 && !utf8.Valid(in[c.pos+1:i]) { // a high bit in any byte
 		return false
 	}
 	c.pos = i + 1
