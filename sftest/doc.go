@@ -1,0 +1,39 @@
+// Package sftest is the go test glue of stepfork: it loads, records and
+// replays agent runs, forks them, sweeps variants and compares them with
+// golden files, reporting every problem as a readable test failure.
+//
+//	func TestRefundNeedsApproval(t *testing.T) {
+//		base := sftest.Load(t, "testdata/refund-failure.sftrace")
+//		v := sftest.Fork(t, base, fork.Failure(), refund.Agent,
+//			fork.Prompt("decide", "Refunds above the policy limit need approval."))
+//		assert.Completed(t, v)
+//		assert.ToolNotCalled(t, v, "issue_refund")
+//		sftest.Golden(t, v) // testdata/TestRefundNeedsApproval.golden; go test -update rewrites it
+//	}
+//
+// Every helper takes the test's t, calls t.Helper, and fails the test with a
+// message that starts with what went wrong (for a divergence, the first one,
+// naming its step) and says what to do next.
+//
+//   - Load loads a committed bundle; Record records one into testdata/ when
+//     go test runs with -stepfork.record=REGEXP and replays it otherwise,
+//     as httprr does for HTTP traffic; Replay replays a run (frozen by
+//     default) and fails on a divergence.
+//   - Fork runs a counterfactual fork (fork.Run) and returns the variant for
+//     the assertions of package assert; Sweep runs variants side by side,
+//     one subtest each, and logs a summary table.
+//   - Golden compares a stable rendering of a variant, replay result, diff,
+//     trace or sweep (Render) with testdata/<test name>.golden through
+//     autogold; go test -update (autogold's flag) rewrites it.
+//   - ForkCheck null-forks a run at every fork point and fails a subtest
+//     named after each point that does not reproduce the run; Minimize
+//     finds the shortest prefix of a failed run that still reproduces its
+//     failure, for committing as a small regression trace.
+//
+// # Flags
+//
+// sftest defines one flag, -stepfork.record, and only in test binaries
+// (testing.Testing). Golden uses autogold's -update, -clean and
+// -fail-on-update, which autogold defines (-update only when no other
+// package has).
+package sftest

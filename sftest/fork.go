@@ -1,0 +1,261 @@
+package sftest
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stepfork/stepfork/assert"
+	"github.com/stepfork/stepfork/fork"
+	"github.com/stepfork/stepfork/replay"
+	"github.com/stepfork/stepfork/trace"
+)
+
+// Fork forks base at at and runs agent as fork.Run does: the recorded
+// prefix is served, opts (changes such as fork.Prompt, and options such as
+// fork.Memoize or fork.Allow) apply, and the tail executes. It returns the
+// variant; a tail that fails or is blocked is a variant like any other, for
+// the assertions to judge.
+//
+// The test fails at once when the fork cannot run: an unresolvable fork
+// point or change, conflicting changes, an agent that panics, or an agent
+// that no longer reproduces the recorded prefix (the message starts with
+// that divergence and names its step).
+func Fork(t testing.TB, base *trace.Trace, at fork.At, agent replay.Agent, opts ...fork.Option) *fork.Variant {
+	t.Helper()
+	v, err := fork.Run(t.Context(), base, at, agent, opts...)
+	if err != nil {
+		t.Fatalf("sftest.Fork: %v", err)
+	}
+	return v
+}
+
+// Sweep forks base at at once per variant (fork.Each: the fork point and
+// every variant's changes are checked before any runs; variants run
+// concurrently, bounded by fork.Concurrency) and then runs check on each
+// variant in a subtest named after it, in the order given. A variant that
+// could not run fails its own subtest. check may call t.Parallel.
+//
+// When every subtest has finished, a summary table is logged: one line per
+// variant with its status, whether its check passed, its incurred cost and
+// its first divergence from the base. Sweep returns the sweep (for
+// instance for Golden); it fails the test at once when the sweep cannot
+// start.
+func Sweep(t *testing.T, base *trace.Trace, at fork.At, agent replay.Agent, variants []fork.Named, check func(t *testing.T, v *fork.Variant), opts ...fork.Option) *fork.Sweep {
+	t.Helper()
+	sw, err := fork.Each(t.Context(), base, at, agent, variants, opts...)
+	if err != nil {
+		t.Fatalf("sftest.Sweep: %v", err)
+	}
+	var mu sync.Mutex
+	results := make([]string, len(sw.Entries))
+	t.Cleanup(func() { t.Log(sweepSummary(sw, results)) })
+	for i := range sw.Entries {
+		e := &sw.Entries[i]
+		t.Run(e.Name, func(t *testing.T) {
+			t.Helper()
+			t.Cleanup(func() {
+				mu.Lock()
+				defer mu.Unlock()
+				results[i] = map[bool]string{true: "FAIL", false: "ok"}[t.Failed()]
+			})
+			if e.Variant == nil || e.Err != nil {
+				t.Fatalf("sftest.Sweep: variant %q did not run: %v", e.Name, e.Err)
+			}
+			if check != nil {
+				check(t, e.Variant)
+			}
+		})
+	}
+	return sw
+}
+
+// sweepSummary is the table Sweep logs.
+func sweepSummary(sw *fork.Sweep, results []string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "sweep of %s at %s: %d variant(s)\n", traceName(sw.Base), sw.At, len(sw.Entries))
+	width := len("variant")
+	for _, e := range sw.Entries {
+		width = max(width, len(e.Name))
+	}
+	fmt.Fprintf(&b, "  %-*s  %-9s  %-5s  %-9s  %s\n", width, "variant", "status", "check", "incurred", "first divergence")
+	for i, e := range sw.Entries {
+		res := results[i]
+		if res == "" {
+			res = "-"
+		}
+		if e.Variant == nil {
+			msg := "not run"
+			if e.Err != nil {
+				msg = firstLine(e.Err.Error())
+			}
+			fmt.Fprintf(&b, "  %-*s  %-9s  %-5s  %-9s  %s\n", width, e.Name, "error", res, "-", short(msg))
+			continue
+		}
+		what := "none (equivalent to the base)"
+		if !e.Variant.Diff.Equivalent() {
+			what = divergence(e.Variant.Diff)
+		}
+		fmt.Fprintf(&b, "  %-*s  %-9s  %-5s  $%-8.4f  %s\n", width, e.Name, e.Variant.Status, res, e.Variant.IncurredCost, what)
+	}
+	fmt.Fprintf(&b, "  total incurred $%.4f", sw.TotalCost())
+	return b.String()
+}
+
+// PointFailure is a fork point at which a null fork did not reproduce the
+// base run, as NullForks reports it.
+type PointFailure struct {
+	Point fork.PointInfo
+	Err   error // the reason, starting with the first divergence
+}
+
+// NullForks forks tr at every point fork.Points lists, with no change and
+// with fork.Memoize (plus opts), and returns the points where the variant
+// does not reproduce the base: an error from fork.Run, a behavior
+// difference (assert.CheckEquivalent: the first divergence, then the diff),
+// a side effect held back, or a live model or tool call (a memoized null
+// fork serves every call, so a live one means the agent's requests are not
+// the recorded ones). Forks run concurrently, GOMAXPROCS at a time, so
+// agent must be safe for concurrent use, as for fork.Each. ForkCheck is its
+// test form.
+func NullForks(ctx context.Context, tr *trace.Trace, agent replay.Agent, opts ...fork.Option) []PointFailure {
+	points := fork.Points(tr)
+	errs := make([]error, len(points))
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	all := append([]fork.Option{fork.Memoize()}, opts...)
+	for i, p := range points {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			errs[i] = nullFork(ctx, tr, p, agent, all)
+		}()
+	}
+	wg.Wait()
+	var out []PointFailure
+	for i, err := range errs {
+		if err != nil {
+			out = append(out, PointFailure{Point: points[i], Err: err})
+		}
+	}
+	return out
+}
+
+func nullFork(ctx context.Context, tr *trace.Trace, p fork.PointInfo, agent replay.Agent, opts []fork.Option) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("the agent panicked: %v", r)
+		}
+	}()
+	v, err := fork.Run(ctx, tr, p.At(), agent, opts...)
+	if err != nil {
+		return err
+	}
+	if err := assert.CheckEquivalent(v); err != nil {
+		return err
+	}
+	if err := assert.CheckNoSuppressedEffects(v); err != nil {
+		return err
+	}
+	if v.LiveModelCalls > 0 || v.LiveToolCalls > 0 {
+		return fmt.Errorf("the null fork made %d live model call(s) and %d live tool call(s); a memoized null fork serves every call, so the agent's requests differ from the recorded ones (untraced nondeterminism?)",
+			v.LiveModelCalls, v.LiveToolCalls)
+	}
+	return nil
+}
+
+// ForkCheck checks the fidelity of tr and agent at every fork point: a fork
+// with no change must reproduce the base run exactly (see NullForks). Each
+// point that does not is a failing subtest named after it, for instance
+// "step6_before_'decide'_execution_1", whose message starts with the first
+// divergence and names its step; the points that pass make no subtest. The
+// number of points checked is logged.
+func ForkCheck(t *testing.T, tr *trace.Trace, agent replay.Agent, opts ...fork.Option) {
+	t.Helper()
+	if tr == nil {
+		t.Fatalf("sftest.ForkCheck: the trace is nil")
+	}
+	failures := NullForks(t.Context(), tr, agent, opts...)
+	t.Logf("sftest.ForkCheck: null-forked %s at %d point(s); %d did not reproduce it", traceName(tr), len(fork.Points(tr)), len(failures))
+	for _, f := range failures {
+		t.Run(PointName(f.Point), func(t *testing.T) {
+			t.Helper()
+			t.Errorf("a null fork at step %d (%s) does not reproduce the base: %v", f.Point.Step, f.Point.Description, f.Err)
+		})
+	}
+}
+
+// PointName is the subtest name ForkCheck gives a fork point: "step6 before
+// 'decide' execution 1" (go test shows spaces as underscores).
+func PointName(p fork.PointInfo) string {
+	return fmt.Sprintf("step%d %s", p.Step, p.Description)
+}
+
+// Minimize finds the shortest prefix of tr from which agent still
+// reproduces a failure, and returns it as a trace to commit: the trace a test
+// forks (at its last event) to reproduce the failure with the least recorded.
+//
+// A candidate is the static fork of tr at a fork point p (fork.Trace: the
+// events up to p, an unfinished run). It reproduces the failure when
+// stillFails holds for the counterfactual fork of that prefix at p: the
+// recorded prefix served, the rest executed by agent under opts (the
+// side-effect guard blocks tool calls that the prefix does not hold unless
+// opts allow them with fork.Allow; model calls run through the agent's
+// client). The search is delta debugging over the fork points: it first
+// checks the candidate at the last point, then bisects towards the start for
+// the earliest point that still reproduces it (assuming that a longer prefix
+// reproduces whatever a shorter one does), and logs how far it got.
+//
+// The test fails when tr has no fork point or when even the longest prefix
+// does not reproduce the failure. Save the result with
+// min.Save("testdata/NAME.sftrace") and commit it.
+func Minimize(t testing.TB, tr *trace.Trace, agent replay.Agent, stillFails func(v *fork.Variant) bool, opts ...fork.Option) *trace.Trace {
+	t.Helper()
+	if tr == nil || agent == nil || stillFails == nil {
+		t.Fatalf("sftest.Minimize: the trace, the agent and stillFails are all required")
+	}
+	points := fork.Points(tr)
+	if len(points) == 0 {
+		t.Fatalf("sftest.Minimize: %s has no fork point, so there is nothing to minimize", traceName(tr))
+	}
+	try := func(i int) (*trace.Trace, bool, error) {
+		p := points[i]
+		prefix, _, err := fork.NewEngine(tr, fork.AtStep(p.Step), fork.Options{}).Fork()
+		if err != nil {
+			return nil, false, err
+		}
+		v, err := fork.Run(t.Context(), prefix, fork.Step(p.Step), agent, opts...)
+		if err != nil {
+			return prefix, false, err
+		}
+		return prefix, stillFails(v), nil
+	}
+	last := len(points) - 1
+	best, ok, err := try(last)
+	switch {
+	case err != nil:
+		t.Fatalf("sftest.Minimize: the prefix up to step %d (%s) cannot be forked: %v", points[last].Step, points[last].Description, err)
+	case !ok:
+		t.Fatalf("sftest.Minimize: the failure does not reproduce even from the longest prefix (up to step %d, %s); check stillFails, or allow the tools the tail needs with fork.Allow",
+			points[last].Step, points[last].Description)
+	}
+	lo, hi, tries := 0, last, 1 // points[hi] reproduces; find the least such index
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		cand, ok, err := try(mid)
+		tries++
+		if err == nil && ok {
+			best, hi = cand, mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	t.Logf("sftest.Minimize: %s: %d → %d event(s); the failure reproduces from step %d (%s) on (%d fork(s) tried)",
+		traceName(tr), len(tr.Events), len(best.Events), points[hi].Step, points[hi].Description, tries)
+	return best
+}

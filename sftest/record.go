@@ -1,0 +1,207 @@
+package sftest
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/stepfork/stepfork/replay"
+	"github.com/stepfork/stepfork/trace"
+)
+
+// RecordFlag is the name of the command-line flag that makes Record record
+// instead of replaying: go test -run TestRefund -stepfork.record=refund.
+const RecordFlag = "stepfork.record"
+
+// record is the -stepfork.record flag: a regexp of the names Record records.
+// It is defined only in test binaries (testing.Testing), like httprr's
+// -httprecord, so that importing sftest elsewhere adds no flag.
+var record = new(string)
+
+func init() {
+	if testing.Testing() {
+		record = flag.String(RecordFlag, "", "re-record the sftest.Record traces whose name matches `regexp` (\".\" records every one)")
+	}
+}
+
+// recording reports whether Record records the trace called name: whether
+// -stepfork.record is set and its regexp matches name.
+func recording(name string) (bool, error) {
+	if *record == "" {
+		return false, nil
+	}
+	re, err := regexp.Compile(*record)
+	if err != nil {
+		return false, fmt.Errorf("-%s=%q is not a valid regexp: %v", RecordFlag, *record, err)
+	}
+	return re.MatchString(name), nil
+}
+
+// pathLocks serialises Record calls on one path in this process, so that
+// parallel tests that record the same name do not write the bundle at once.
+var pathLocks sync.Map // string → *sync.Mutex
+
+func lockPath(p string) func() {
+	m, _ := pathLocks.LoadOrStore(p, new(sync.Mutex))
+	mu := m.(*sync.Mutex)
+	mu.Lock()
+	return mu.Unlock
+}
+
+// Load loads the bundle at path (trace.Load) and fails the test with the
+// load error if it cannot: a missing bundle, a malformed event
+// ("events.jsonl:17: …"), a bad manifest.
+func Load(t testing.TB, path string) *trace.Trace {
+	t.Helper()
+	tr, err := trace.Load(path)
+	if err != nil {
+		hint := ""
+		if errors.Is(err, fs.ErrNotExist) {
+			hint = "\n(record it with sftest.Record and -" + RecordFlag + ", with replay.Record and replay.SaveTo, or copy it into place)"
+		}
+		t.Fatalf("sftest.Load: %v%s", err, hint)
+	}
+	return tr
+}
+
+// Record returns the trace testdata/NAME.sftrace of a run of agent on input,
+// recording or replaying it as httprr does with HTTP traffic:
+//
+//   - With go test -stepfork.record=REGEXP and a regexp matching name, the
+//     agent runs for real (replay.Record) and its trace is written to
+//     testdata/NAME.sftrace, replacing what was there. A run whose agent
+//     returns an error is recorded too: it is a failed run.
+//   - Otherwise the committed trace is loaded and the agent replayed against
+//     it (frozen: nothing executes). The test fails when the trace is
+//     missing, when input is not the recorded input, or when the replay
+//     diverges; each message says how to record again.
+//
+// The flag is defined only in test binaries and is not -update, so it never
+// collides with golden-file libraries. name may contain slashes
+// (testdata/refund/failure.sftrace); its last element is the agent name of
+// a new recording.
+func Record(t testing.TB, name string, agent replay.Agent, input any) *trace.Trace {
+	t.Helper()
+	if name == "" || strings.HasSuffix(name, "/") || path.IsAbs(name) || strings.Contains(name, "..") {
+		t.Fatalf("sftest.Record: %q is not a trace name: use a relative name such as \"refund-failure\" (saved as testdata/refund-failure.sftrace)", name)
+	}
+	p := filepath.Join("testdata", filepath.FromSlash(name)+".sftrace")
+	rec, err := recording(name)
+	if err != nil {
+		t.Fatalf("sftest.Record: %v", err)
+	}
+	again := fmt.Sprintf("go test -run '%s' -%s='^%s$'", runPattern(t.Name()), RecordFlag, regexp.QuoteMeta(name))
+	if rec {
+		unlock := lockPath(p)
+		defer unlock()
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatalf("sftest.Record: %v", err)
+		}
+		res, err := replay.Record(t.Context(), path.Base(name), input, agent, replay.SaveTo(p, trace.Overwrite()))
+		if res == nil || res.Path == "" {
+			t.Fatalf("sftest.Record: recording %s failed: %v", p, err)
+		}
+		status := string(res.Trace.Status)
+		if res.Err != nil {
+			status += " (" + firstLine(res.Err.Error()) + ")"
+		}
+		t.Logf("sftest.Record: recorded %s: %d events, %s", p, len(res.Trace.Events), status)
+		return Load(t, p)
+	}
+
+	tr, err := trace.Load(p)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("sftest.Record: %s does not exist; record it with:\n\t%s", p, again)
+		}
+		t.Fatalf("sftest.Record: %v\nrecord it again with:\n\t%s", err, again)
+	}
+	want, err := trace.ValueOf(input)
+	if err != nil {
+		t.Fatalf("sftest.Record: the input cannot be recorded as JSON: %v", err)
+	}
+	want, _ = trace.RedactValue(want)
+	if got := recordedInput(tr); got != want {
+		t.Fatalf("sftest.Record: the input differs from the one recorded in %s; record it again with:\n\t%s\ninput (-recorded +given):\n%s",
+			p, again, indent(cmp.Diff(got.Any(), want.Any())))
+	}
+	if _, err := replay.Replay(t.Context(), tr, agent); err != nil {
+		t.Fatalf("%s\nthe agent no longer reproduces %s; if that is intended, record it again with:\n\t%s",
+			divergenceReport("sftest.Record", p, err), p, again)
+	}
+	return tr
+}
+
+// recordedInput is the input of tr's run_start (null when it has none).
+func recordedInput(tr *trace.Trace) trace.Value {
+	for i := range tr.Events {
+		if tr.Events[i].Type == trace.RunStart {
+			if tr.Events[i].Input.IsAbsent() {
+				return trace.NullValue
+			}
+			return tr.Events[i].Input
+		}
+	}
+	return trace.NullValue
+}
+
+// Replay replays agent against tr (replay.Replay: frozen unless opts say
+// otherwise, so nothing executes) and returns the result. A divergence, or a
+// frozen replay whose outcome differs from the recording, fails the test at
+// once with replay's report: the first divergence first, naming the recorded
+// step and event, then the (-recorded +actual) difference.
+func Replay(t testing.TB, tr *trace.Trace, agent replay.Agent, opts ...replay.Option) *replay.Result {
+	t.Helper()
+	res, err := replay.Replay(t.Context(), tr, agent, opts...)
+	if err != nil {
+		where := "the trace"
+		if tr != nil && tr.Path != "" {
+			where = tr.Path
+		}
+		t.Fatalf("%s", divergenceReport("sftest.Replay", where, err))
+	}
+	return res
+}
+
+// divergenceReport renders a replay error for a test failure. The first line
+// names the step of the divergence when the error knows it.
+func divergenceReport(helper, where string, err error) string {
+	var me *replay.MismatchError
+	if errors.As(err, &me) && me.EventID != "" {
+		return fmt.Sprintf("%s: the replay of %s diverged at step %d (%s): %s", helper, where, me.Step, me.EventID, err)
+	}
+	if errors.Is(err, replay.ErrDiverged) {
+		return fmt.Sprintf("%s: the replay of %s diverged: %s", helper, where, err)
+	}
+	return fmt.Sprintf("%s: the replay of %s failed: %s", helper, where, err)
+}
+
+// runPattern is a -run pattern that selects exactly the test named name
+// (subtests included): ^TestA$/^sub$.
+func runPattern(name string) string {
+	parts := strings.Split(name, "/")
+	for i, p := range parts {
+		parts[i] = "^" + regexp.QuoteMeta(p) + "$"
+	}
+	return strings.Join(parts, "/")
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
+func indent(s string) string {
+	s = strings.ReplaceAll(strings.TrimRight(s, "\n"), "\u00a0", " ")
+	return "\t" + strings.ReplaceAll(s, "\n", "\n\t")
+}
