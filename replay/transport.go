@@ -1,0 +1,798 @@
+package replay
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/stepfork/stepfork/trace"
+)
+
+// Transport returns an http.RoundTripper that records and replays the model
+// calls an agent makes over HTTP, so that an agent built on an official SDK
+// (openai-go, anthropic-sdk-go, or any OpenAI-compatible client) is recorded
+// by giving the SDK an http.Client that uses it:
+//
+//	httpClient := &http.Client{Transport: replay.Transport(nil)}
+//	client := openai.NewClient(option.WithHTTPClient(httpClient))
+//
+// base sends the requests that run live (nil: http.DefaultTransport). The
+// session is the one in the request's context (SDKs pass the context of the
+// call on as the request's); with no session there, or for a request that is
+// not a model call, Transport is base: the request passes through untouched,
+// unrecorded and never blocked.
+//
+// # Model calls
+//
+// A POST whose URL path ends in one of these is a model call:
+//
+//	/chat/completions   OpenAI chat completions (also Azure, Gemini's OpenAI endpoint, Ollama, vLLM…)
+//	/v1/responses       OpenAI responses
+//	/v1/messages        Anthropic messages
+//
+// Base URLs with prefixes work (http://localhost:11434/v1/chat/completions,
+// https://api.groq.com/openai/v1/chat/completions). Everything else, such as
+// GET /v1/models, passes through.
+//
+// The provider is named after the host for known hosts (api.openai.com
+// "openai", api.anthropic.com "anthropic", *.openai.azure.com "azure",
+// api.groq.com "groq", api.mistral.ai "mistral", api.deepseek.com
+// "deepseek", openrouter.ai "openrouter", api.together.xyz "together",
+// api.fireworks.ai "fireworks", api.x.ai "xai",
+// generativelanguage.googleapis.com "google"); otherwise it is "anthropic"
+// for /v1/messages and "openai" for the OpenAI-compatible paths. The model is
+// the request body's "model"; without one, an Azure deployment name from the
+// path (/deployments/<name>/), else "unknown". LiveModels names these calls
+// as "provider/model".
+//
+// # What is recorded
+//
+// The llm_request input is the request body: its JSON, or a JSON string for
+// a body that is not JSON. No request header is recorded, so
+// Authorization, x-api-key, api-key, OpenAI-Organization, cookies and the
+// like never reach a trace; redaction (package trace) applies to the bodies
+// as to every payload.
+//
+// The llm_response output is the HTTP response, whatever its status (a 429
+// or a 500 is a response like any other; its token counts are filled from a
+// "usage" object when the body has one):
+//
+//	{"status": 200,
+//	 "headers": {"content-type": "application/json", "x-request-id": "…"},
+//	 "body": {…}}                 the body when it is a JSON object or array
+//	 "body_text": "…"             otherwise, when it is UTF-8 text
+//	 "body_base64": "…"           otherwise
+//	 "stream": [{"event": "message_start", "data": {…}}, {"data": "[DONE]"}, …]
+//	                              a text/event-stream body, frame by frame
+//	                              (event, id, retry as recorded; data as JSON
+//	                              when it is a JSON object or array, else text;
+//	                              comment lines are not kept)
+//	 "stream_tail": "data: {\"cho"  bytes after the last complete frame
+//	 "body_error": {"type": "ConnectionReset", "message": "…"}
+//	                              reading the body failed after what is recorded
+//	 "closed_early": true}        the agent closed a stream before its end
+//
+// Only these response headers are recorded: content-type, retry-after,
+// retry-after-ms, x-should-retry, x-request-id, request-id and the
+// x-ratelimit-* and anthropic-ratelimit-* families (values joined with ", ").
+//
+// A request that fails without a response (a timeout, a reset connection, a
+// refused connection, a canceled context) is a failed model call: an error
+// event under the llm_request, with error_type Timeout, Canceled,
+// ConnectionReset, ConnectionRefused, UnexpectedEOF, EOF or TransportError
+// and the error's text as message. While recording, the agent gets the
+// original error and body unchanged.
+//
+// # What is served
+//
+// On replay (ModeFrozen, and ModeHybrid for the models not named live), the
+// call is matched like any model call (the request body is the input that
+// must equal the recorded one; a changed body is a divergence whose report
+// shows the JSON diff), and the recorded response is served without
+// contacting the server: the same status, the recorded headers, the body
+// (a JSON body as canonical JSON: same values, not necessarily the same
+// bytes), a stream frame by frame (one frame per Read), then the recorded
+// stream tail, then the recorded body error. A recorded failure is returned by
+// RoundTrip, and a recorded body error by the body's Read, as a
+// *TransportError of the recorded type: a Timeout is a net.Error whose
+// Timeout() is true, a ConnectionReset matches syscall.ECONNRESET. A
+// divergence is returned by RoundTrip (the SDK wraps it in a *url.Error;
+// errors.Is(err, ErrDiverged) still holds).
+//
+// Directors see these calls as model calls whose Input is the request body:
+// a fork patches the prompt, the model or the temperature by patching that
+// JSON (Action.WithInput, with WithModel for the event's model), and the
+// patched body is what is sent.
+//
+// While recording (and for live calls), a stream reaches the agent as it
+// arrives; its llm_response is written when the agent reads it to the end
+// (or to an error) or closes it, so close response bodies before the agent
+// returns: a stream still open when the run ends has no llm_response. The
+// Accept-Encoding header is left off live requests, so that net/http
+// negotiates compression itself and the recorded body is plain.
+func Transport(base http.RoundTripper) http.RoundTripper {
+	return &transport{base: base}
+}
+
+type transport struct {
+	base http.RoundTripper
+}
+
+func (t *transport) next() http.RoundTripper {
+	if t.base == nil {
+		return http.DefaultTransport
+	}
+	return t.base
+}
+
+// RoundTrip records, serves, or passes req through.
+func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	sc := fromContext(req.Context())
+	if sc == nil {
+		return t.next().RoundTrip(req)
+	}
+	provider, ok := modelEndpoint(req)
+	if !ok {
+		return t.next().RoundTrip(req)
+	}
+	return t.modelCall(sc, req, provider)
+}
+
+// CloseIdleConnections closes the idle connections of base, when it has any.
+func (t *transport) CloseIdleConnections() {
+	if c, ok := t.next().(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// knownHosts names the providers of well-known API hosts.
+var knownHosts = map[string]string{
+	"api.openai.com":                    "openai",
+	"api.anthropic.com":                 "anthropic",
+	"api.groq.com":                      "groq",
+	"api.mistral.ai":                    "mistral",
+	"api.deepseek.com":                  "deepseek",
+	"openrouter.ai":                     "openrouter",
+	"api.together.xyz":                  "together",
+	"api.fireworks.ai":                  "fireworks",
+	"api.x.ai":                          "xai",
+	"generativelanguage.googleapis.com": "google",
+}
+
+// modelEndpoint reports whether req is a model call, and its provider.
+func modelEndpoint(req *http.Request) (string, bool) {
+	if req.Method != http.MethodPost || req.URL == nil {
+		return "", false
+	}
+	def := ""
+	switch p := req.URL.Path; {
+	case strings.HasSuffix(p, "/chat/completions"), strings.HasSuffix(p, "/v1/responses"):
+		def = "openai"
+	case strings.HasSuffix(p, "/v1/messages"):
+		def = "anthropic"
+	default:
+		return "", false
+	}
+	host := strings.ToLower(req.URL.Hostname())
+	if p, ok := knownHosts[host]; ok {
+		return p, true
+	}
+	if strings.HasSuffix(host, ".openai.azure.com") {
+		return "azure", true
+	}
+	return def, true
+}
+
+// requestInput is the llm_request input for a request body.
+func requestInput(body []byte) trace.Value {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return trace.NullValue
+	}
+	if v, err := trace.ParseValue(body); err == nil {
+		return v
+	}
+	return textValue(body, "body_base64")
+}
+
+// textValue is b as a JSON string, or as {key: base64} when b is not UTF-8.
+func textValue(b []byte, key string) trace.Value {
+	if utf8.Valid(b) {
+		return trace.StringValue(string(b))
+	}
+	v, _ := trace.ObjectValue(trace.Member{Key: key, Value: trace.StringValue(base64.StdEncoding.EncodeToString(b))})
+	return v
+}
+
+// modelOf is the model of a request: the body's "model", an Azure
+// deployment, or "unknown".
+func modelOf(input trace.Value, path string) string {
+	if m, ok := input.Get("model").Str(); ok && m != "" {
+		return m
+	}
+	if _, rest, ok := strings.Cut(path, "/deployments/"); ok {
+		if name, _, _ := strings.Cut(rest, "/"); name != "" {
+			return name
+		}
+	}
+	return "unknown"
+}
+
+// modelCall handles a model call made with a session in the context: the
+// dispatch and events of Session.dependency, split in two so that a stream
+// reaches the agent while it arrives and its response is recorded when it
+// ends.
+func (t *transport) modelCall(sc *scope, req *http.Request, provider string) (*http.Response, error) {
+	body, err := readBody(req)
+	if err != nil {
+		return nil, fmt.Errorf("replay.Transport: %s %s: the request body cannot be read: %w", req.Method, req.URL.Redacted(), err)
+	}
+	raw := requestInput(body)
+	s := sc.s
+	ic := intercept{kind: KindLLM, provider: provider, model: modelOf(raw, req.URL.Path)}
+	ic.input, ic.parent, ic.node, ic.path = redacted(raw), sc.parent, sc.node, sc.path
+
+	s.mu.Lock()
+	d := s.dispatchLocked(&ic)
+	input, model := raw, ic.model
+	if !d.input.IsAbsent() {
+		input, body = d.input, d.input.Bytes()
+	}
+	if d.model != "" {
+		model = d.model
+	}
+	callID := s.appendCallLocked(&ic, input, model, d.rec, d.input.IsAbsent() && ic.input == raw)
+	switch d.act {
+	case actServe:
+		s.appendServedLocked(&ic, callID, model, d)
+		s.noteCallLocked(&ic, callID, Served, d.rec)
+		s.mu.Unlock()
+		if d.failure != nil {
+			return nil, &TransportError{Type: d.failure.Type, Message: d.failure.Message}
+		}
+		resp, err := servedResponse(req, d.value)
+		if err != nil {
+			e := &MismatchError{Kind: KindLLM, Label: ic.label(), Step: -1,
+				msg: fmt.Sprintf("recorded output of llm '%s' is not an HTTP response recorded by replay.Transport: %v", ic.label(), err)}
+			s.note(e)
+			return nil, e
+		}
+		return resp, nil
+	case actBlock:
+		reason := d.reason
+		if reason == "" {
+			reason = "blocked by the director"
+		}
+		s.appendResultLocked(&ic, callID, model, trace.StatusSkipped, failureOutput("Blocked", reason), nil, nil)
+		s.noteCallLocked(&ic, callID, Blocked, nil)
+		s.mu.Unlock()
+		return nil, &BlockedError{Kind: ic.kind, Label: ic.label(), Reason: reason}
+	case actFail:
+		s.noteLocked(d.err)
+		s.appendFailureLocked(&ic, callID, model, d.err)
+		s.noteCallLocked(&ic, callID, Failed, d.rec)
+		s.mu.Unlock()
+		return nil, d.err
+	}
+	s.noteCallLocked(&ic, callID, Executed, d.rec)
+	s.mu.Unlock()
+
+	pc := &pendingCall{s: s, ic: ic, callID: callID, model: model, start: time.Now(), ctx: req.Context()}
+	return t.live(req, body, pc)
+}
+
+func readBody(req *http.Request) ([]byte, error) {
+	if req.Body == nil || req.Body == http.NoBody {
+		return nil, nil
+	}
+	defer req.Body.Close()
+	return io.ReadAll(req.Body)
+}
+
+// live sends the request through base and records the response.
+func (t *transport) live(req *http.Request, body []byte, pc *pendingCall) (resp *http.Response, err error) {
+	out := req.Clone(req.Context())
+	out.Body, out.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	out.Header.Del("Accept-Encoding")
+	done := false
+	defer func() {
+		if done {
+			return
+		}
+		p := recover()
+		if p == nil { // runtime.Goexit in base
+			pc.fail(errors.New("replay.Transport: the base RoundTripper did not return"))
+			return
+		}
+		pc.fail(panicError{p})
+		panic(p)
+	}()
+	resp, err = t.next().RoundTrip(out)
+	done = true
+	if err != nil {
+		pc.fail(err)
+		return nil, err
+	}
+	head := responseHead(resp)
+	if isEventStream(resp.Header) {
+		resp.Body = &recordingStream{rc: resp.Body, pc: pc, head: head}
+		return resp, nil
+	}
+	b, rerr := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	out2 := withBody(head, b, pc.bodyError(rerr))
+	var u *Usage
+	if resp.StatusCode/100 == 2 {
+		u = usageOf(out2.Get("body"))
+	}
+	pc.succeed(out2, u)
+	resp.Body = &bodyReader{data: b, err: rerr}
+	return resp, nil
+}
+
+// pendingCall is a live model call whose llm_response (or failure) is not
+// written yet.
+type pendingCall struct {
+	s      *session
+	ic     intercept
+	callID string
+	model  string
+	start  time.Time
+	ctx    context.Context // the request's
+	once   sync.Once
+}
+
+// errorType classifies a transport error of the call. An error returned
+// once the request's deadline has passed is a Timeout whatever its text
+// (http.Client.Timeout cancels a request to a custom RoundTripper with
+// "net/http: request canceled").
+func (pc *pendingCall) errorType(err error) string {
+	if dl, ok := pc.ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return "Timeout"
+	}
+	return transportErrorType(err)
+}
+
+// bodyError is the body_error member for an error reading a body (absent
+// for a body read to its end).
+func (pc *pendingCall) bodyError(err error) trace.Member {
+	if err == nil || err == io.EOF {
+		return trace.Member{Key: "body_error"}
+	}
+	v, _ := trace.ObjectValue(trace.Member{Key: "type", Value: trace.StringValue(pc.errorType(err))},
+		trace.Member{Key: "message", Value: trace.StringValue(err.Error())})
+	return trace.Member{Key: "body_error", Value: v}
+}
+
+// succeed writes the llm_response, unless the run has already ended.
+func (pc *pendingCall) succeed(out trace.Value, u *Usage) {
+	pc.once.Do(func() {
+		ms := time.Since(pc.start).Milliseconds()
+		s := pc.s
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.tr.Status != trace.RunRunning {
+			return
+		}
+		s.appendResultLocked(&pc.ic, pc.callID, pc.model, trace.StatusOK, out, &ms, u)
+	})
+}
+
+// fail writes the error event of a call that got no response.
+func (pc *pendingCall) fail(err error) {
+	pc.once.Do(func() {
+		te := &TransportError{Type: pc.errorType(err), Message: err.Error()}
+		s := pc.s
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.tr.Status != trace.RunRunning {
+			return
+		}
+		s.appendFailureLocked(&pc.ic, pc.callID, pc.model, te)
+	})
+}
+
+// recordedHeaders are the response headers a recording keeps.
+var recordedHeaders = map[string]bool{
+	"content-type": true, "retry-after": true, "retry-after-ms": true,
+	"x-should-retry": true, "x-request-id": true, "request-id": true,
+}
+
+func recordedHeader(name string) bool {
+	return recordedHeaders[name] || strings.HasPrefix(name, "x-ratelimit-") || strings.HasPrefix(name, "anthropic-ratelimit-")
+}
+
+// responseHead is the status and the recorded headers of resp.
+func responseHead(resp *http.Response) []trace.Member {
+	var hs []trace.Member
+	for k, vs := range resp.Header {
+		if name := strings.ToLower(k); recordedHeader(name) {
+			hs = append(hs, trace.Member{Key: name, Value: trace.StringValue(strings.Join(vs, ", "))})
+		}
+	}
+	headers, err := trace.ObjectValue(hs...)
+	if err != nil { // two spellings of one header name
+		headers, _ = trace.ObjectValue()
+	}
+	return []trace.Member{
+		{Key: "status", Value: trace.IntValue(int64(resp.StatusCode))},
+		{Key: "headers", Value: headers},
+	}
+}
+
+func isEventStream(h http.Header) bool {
+	mt, _, err := mime.ParseMediaType(h.Get("Content-Type"))
+	return err == nil && mt == "text/event-stream"
+}
+
+// withBody is the output of a response with a plain body b, read up to the
+// error recorded in berr.
+func withBody(head []trace.Member, b []byte, berr trace.Member) trace.Value {
+	ms := append([]trace.Member(nil), head...)
+	if len(b) > 0 {
+		body := trace.Value{}
+		if t := bytes.TrimSpace(b); len(t) > 0 && (t[0] == '{' || t[0] == '[') {
+			body, _ = trace.ParseValue(b)
+		}
+		switch {
+		case !body.IsAbsent():
+			ms = append(ms, trace.Member{Key: "body", Value: body})
+		case utf8.Valid(b):
+			ms = append(ms, trace.Member{Key: "body_text", Value: trace.StringValue(string(b))})
+		default:
+			ms = append(ms, trace.Member{Key: "body_base64", Value: trace.StringValue(base64.StdEncoding.EncodeToString(b))})
+		}
+	}
+	ms = append(ms, berr)
+	v, _ := trace.ObjectValue(ms...)
+	return v
+}
+
+// recordingStream is the body of a live event stream: the agent reads the
+// upstream bytes unchanged while the frames are parsed, and the response is
+// recorded when the stream ends, fails or is closed.
+type recordingStream struct {
+	rc   io.ReadCloser
+	pc   *pendingCall
+	head []trace.Member
+
+	mu   sync.Mutex
+	sse  sseParser
+	done bool
+}
+
+func (r *recordingStream) Read(p []byte) (int, error) {
+	n, err := r.rc.Read(p)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.done {
+		r.sse.feed(p[:n])
+		if err != nil {
+			r.finishLocked(err, false)
+		}
+	}
+	return n, err
+}
+
+func (r *recordingStream) Close() error {
+	r.mu.Lock()
+	if !r.done {
+		r.finishLocked(nil, true)
+	}
+	r.mu.Unlock()
+	return r.rc.Close()
+}
+
+func (r *recordingStream) finishLocked(err error, closed bool) {
+	r.done = true
+	frames, _ := trace.ArrayValue(r.sse.frames...)
+	ms := append(append([]trace.Member(nil), r.head...), trace.Member{Key: "stream", Value: frames}, r.pc.bodyError(err))
+	if t := r.sse.tail(); t != "" {
+		ms = append(ms, trace.Member{Key: "stream_tail", Value: trace.StringValue(strings.ToValidUTF8(t, "\uFFFD"))})
+	}
+	if closed {
+		ms = append(ms, trace.Member{Key: "closed_early", Value: trace.BoolValue(true)})
+	}
+	out, _ := trace.ObjectValue(ms...)
+	var u *Usage
+	if st, _ := out.Get("status").Int(); st/100 == 2 {
+		u = streamUsage(r.sse.frames)
+	}
+	r.pc.succeed(out, u)
+}
+
+// bodyReader is a response body of known bytes followed by err (io.EOF when
+// nil).
+type bodyReader struct {
+	mu     sync.Mutex
+	data   []byte
+	err    error
+	closed bool
+}
+
+func (b *bodyReader) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return 0, errReadClosed
+	}
+	if len(b.data) == 0 {
+		if b.err != nil {
+			return 0, b.err
+		}
+		return 0, io.EOF
+	}
+	n := copy(p, b.data)
+	b.data = b.data[n:]
+	return n, nil
+}
+
+func (b *bodyReader) Close() error {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	return nil
+}
+
+// errReadClosed is net/http's error for a read after Close.
+var errReadClosed = errors.New("http: read on closed response body")
+
+// servedStream serves a recorded event stream one frame per Read, then the
+// recorded tail, then the recorded error (or io.EOF).
+type servedStream struct {
+	mu     sync.Mutex
+	frames []trace.Value
+	tail   []byte
+	cur    []byte
+	err    error
+	closed bool
+}
+
+func (s *servedStream) Read(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return 0, errReadClosed
+	}
+	if len(s.cur) == 0 {
+		switch {
+		case len(s.frames) > 0:
+			s.cur, s.frames = renderFrame(s.frames[0]), s.frames[1:]
+		case len(s.tail) > 0:
+			s.cur, s.tail = s.tail, nil
+		case s.err != nil:
+			return 0, s.err
+		default:
+			return 0, io.EOF
+		}
+	}
+	n := copy(p, s.cur)
+	s.cur = s.cur[n:]
+	return n, nil
+}
+
+func (s *servedStream) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	return nil
+}
+
+// servedResponse rebuilds the response recorded in v.
+func servedResponse(req *http.Request, v trace.Value) (*http.Response, error) {
+	if v.Kind() != trace.Object {
+		return nil, fmt.Errorf("expected an object with \"status\", got %s", preview(v))
+	}
+	status, ok := v.Get("status").Int()
+	if !ok || status < 100 || status > 999 {
+		return nil, fmt.Errorf("\"status\" must be an HTTP status code, got %s", previewOrMissing(v.Get("status")))
+	}
+	h := http.Header{}
+	for k, hv := range v.Get("headers").Members() {
+		s, ok := hv.Str()
+		if !ok {
+			return nil, fmt.Errorf("header %q must be a string, got %s", k, preview(hv))
+		}
+		h.Set(k, s)
+	}
+	var berr error
+	if e := v.Get("body_error"); !e.IsAbsent() {
+		typ, _ := e.Get("type").Str()
+		msg, _ := e.Get("message").Str()
+		berr = &TransportError{Type: typ, Message: msg}
+	}
+	resp := &http.Response{
+		Status:     strconv.Itoa(int(status)) + " " + http.StatusText(int(status)),
+		StatusCode: int(status),
+		Proto:      "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header:        h,
+		ContentLength: -1,
+		Request:       req,
+	}
+	if st := v.Get("stream"); !st.IsAbsent() {
+		if st.Kind() != trace.Array {
+			return nil, fmt.Errorf("\"stream\" must be an array of frames, got %s", preview(st))
+		}
+		ss := &servedStream{err: berr}
+		for _, f := range st.Elems() {
+			if f.Kind() != trace.Object {
+				return nil, fmt.Errorf("a stream frame must be an object, got %s", preview(f))
+			}
+			ss.frames = append(ss.frames, f)
+		}
+		if tail, ok := v.Get("stream_tail").Str(); ok {
+			ss.tail = []byte(tail)
+		}
+		if closed, _ := v.Get("closed_early").BoolOf(); closed && berr == nil {
+			ss.err = &TransportError{Type: "UnexpectedEOF", Message: "replay: the recording ends here: the agent closed the response body before the end of the stream when it was recorded"}
+		}
+		resp.Body = ss
+		return resp, nil
+	}
+	var b []byte
+	if body := v.Get("body"); !body.IsAbsent() {
+		b = body.Bytes()
+	} else if text, ok := v.Get("body_text").Str(); ok {
+		b = []byte(text)
+	} else if enc, ok := v.Get("body_base64").Str(); ok {
+		dec, err := base64.StdEncoding.DecodeString(enc)
+		if err != nil {
+			return nil, fmt.Errorf("\"body_base64\" is not base64: %w", err)
+		}
+		b = dec
+	}
+	if berr == nil {
+		resp.ContentLength = int64(len(b))
+	}
+	resp.Body = &bodyReader{data: b, err: berr}
+	return resp, nil
+}
+
+// usageOf reads the token counts of a response body's "usage" object
+// (OpenAI chat: prompt_tokens, completion_tokens, total_tokens; OpenAI
+// responses and Anthropic: input_tokens, output_tokens).
+func usageOf(body trace.Value) *Usage {
+	var u Usage
+	if !addUsage(&u, body.Get("usage")) {
+		return nil
+	}
+	return &u
+}
+
+// streamUsage collects the token counts of a stream: a chat chunk's
+// "usage", a response.completed event's response.usage, Anthropic's
+// message_start message.usage and message_delta usage. Later counts replace
+// earlier ones.
+func streamUsage(frames []trace.Value) *Usage {
+	var u Usage
+	found := false
+	for _, f := range frames {
+		d := f.Get("data")
+		if d.Kind() != trace.Object {
+			continue
+		}
+		for _, us := range [...]trace.Value{d.Get("usage"), d.Get("message").Get("usage"), d.Get("response").Get("usage")} {
+			if addUsage(&u, us) {
+				found = true
+			}
+		}
+	}
+	if !found {
+		return nil
+	}
+	return &u
+}
+
+func addUsage(u *Usage, us trace.Value) bool {
+	if us.Kind() != trace.Object {
+		return false
+	}
+	count := func(keys ...string) int64 {
+		for _, k := range keys {
+			if n, ok := us.Get(k).Int(); ok && n > 0 {
+				return n
+			}
+		}
+		return 0
+	}
+	found := false
+	if n := count("prompt_tokens", "input_tokens"); n > 0 {
+		u.PromptTokens, found = n, true
+	}
+	if n := count("completion_tokens", "output_tokens"); n > 0 {
+		u.CompletionTokens, found = n, true
+	}
+	if n := count("total_tokens"); n > 0 {
+		u.TotalTokens = n
+	} else if found {
+		u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	}
+	return found
+}
+
+// TransportError is a failure of a model call made through Transport, served
+// on replay: RoundTrip returns it for a call that failed without a response
+// when it was recorded, and a body's Read returns it where reading the body
+// failed. Type is the recorded error type; Message the recorded text.
+//
+// It behaves like the original error for the checks SDKs and agents make: for
+// Type "Timeout" it is a net.Error whose Timeout() is true and it matches
+// context.DeadlineExceeded; "Canceled" matches context.Canceled;
+// "ConnectionReset" syscall.ECONNRESET; "ConnectionRefused"
+// syscall.ECONNREFUSED; "UnexpectedEOF" io.ErrUnexpectedEOF. Every
+// TransportError matches ErrRecordedFailure.
+type TransportError struct {
+	Type    string
+	Message string
+}
+
+// Error returns the recorded message.
+func (e *TransportError) Error() string { return e.Message }
+
+// ErrorType returns Type, so that re-recording a served failure writes the
+// same error_type.
+func (e *TransportError) ErrorType() string { return e.Type }
+
+// Timeout reports whether the recorded failure was a timeout.
+func (e *TransportError) Timeout() bool { return e.Type == "Timeout" }
+
+// Temporary reports whether the recorded failure was a timeout or a reset
+// connection (net.Error).
+func (e *TransportError) Temporary() bool { return e.Type == "Timeout" || e.Type == "ConnectionReset" }
+
+// Is matches ErrRecordedFailure and the sentinel of the recorded type.
+func (e *TransportError) Is(target error) bool {
+	if target == ErrRecordedFailure {
+		return true
+	}
+	switch e.Type {
+	case "Timeout":
+		return target == context.DeadlineExceeded
+	case "Canceled":
+		return target == context.Canceled
+	case "ConnectionReset":
+		return target == syscall.ECONNRESET
+	case "ConnectionRefused":
+		return target == syscall.ECONNREFUSED
+	case "UnexpectedEOF":
+		return target == io.ErrUnexpectedEOF
+	}
+	return false
+}
+
+var _ net.Error = (*TransportError)(nil)
+
+// transportErrorType classifies a transport error for the recording.
+func transportErrorType(err error) string {
+	var ne net.Error
+	var typed interface{ ErrorType() string }
+	switch {
+	case errors.As(err, &typed) && typed.ErrorType() != "":
+		return typed.ErrorType()
+	case errors.Is(err, context.Canceled):
+		return "Canceled"
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return "Timeout"
+	case errors.Is(err, syscall.ECONNRESET), strings.Contains(err.Error(), "connection reset"):
+		return "ConnectionReset"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "ConnectionRefused"
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "UnexpectedEOF"
+	case errors.Is(err, io.EOF):
+		return "EOF"
+	}
+	return "TransportError"
+}

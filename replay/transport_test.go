@@ -1,0 +1,416 @@
+package replay_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/stepfork/stepfork/replay"
+	"github.com/stepfork/stepfork/trace"
+)
+
+// Credentials the agent sends with every request; none may reach a bundle.
+var sentSecrets = map[string]string{
+	"Authorization":       "Bearer AUTHZ-TOKEN-4711",
+	"X-Api-Key":           "XAPIKEY-4711",
+	"Api-Key":             "APIKEY-4711",
+	"Openai-Organization": "ORG-4711",
+	"Cookie":              "sid=COOKIE-4711",
+}
+
+// httpCall is one request an agent makes, the way an SDK makes it.
+type httpCall struct {
+	method, path, body string
+	stream             bool          // Accept: text/event-stream
+	clientTimeout      time.Duration // http.Client.Timeout
+	ctxTimeout         time.Duration // a context deadline
+	releaseAfter       int           // release a "reset" stream after reading this many frames
+	closeAfter         int           // close the body after this many frames
+}
+
+// exchange is what the agent saw of one call.
+type exchange struct {
+	Status  int    `json:"status"`
+	CT      string `json:"content_type"`
+	Body    string `json:"body"`     // the bytes read
+	ReadErr string `json:"read_err"` // class of the error reading the body
+	Err     string `json:"err"`      // class of the error of the request
+}
+
+// errClass names an error by what an SDK checks.
+func errClass(err error) string {
+	var ne net.Error
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, replay.ErrDiverged):
+		return "diverged"
+	case errors.As(err, &ne) && ne.Timeout() && errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.Is(err, syscall.ECONNRESET):
+		return "reset"
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "unexpected EOF"
+	}
+	return "other: " + err.Error()
+}
+
+func do(ctx context.Context, t testing.TB, base http.RoundTripper, f *fakeLLM, c httpCall) (exchange, error) {
+	client := &http.Client{Transport: replay.Transport(base), Timeout: c.clientTimeout}
+	if c.ctxTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.ctxTimeout)
+		defer cancel()
+	}
+	method := c.method
+	if method == "" {
+		method = http.MethodPost
+	}
+	var body io.Reader
+	if c.body != "" {
+		body = strings.NewReader(c.body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, f.srv.URL+c.path, body)
+	require.NoError(t, err)
+	for k, v := range sentSecrets {
+		req.Header.Set(k, v)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if c.stream {
+		req.Header.Set("Accept", "text/event-stream")
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return exchange{Err: errClass(err)}, err
+	}
+	defer resp.Body.Close()
+	ex := exchange{Status: resp.StatusCode, CT: resp.Header.Get("Content-Type")}
+	var got []byte
+	buf := make([]byte, 512)
+	for {
+		frames := bytes.Count(got, []byte("\n\n"))
+		if c.releaseAfter > 0 && frames >= c.releaseAfter {
+			f.release()
+		}
+		if c.closeAfter > 0 && frames >= c.closeAfter {
+			break
+		}
+		n, rerr := resp.Body.Read(buf)
+		got = append(got, buf[:n]...)
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			ex.ReadErr = errClass(rerr)
+			err = rerr
+			break
+		}
+	}
+	if c.closeAfter > 0 { // what the agent used: the frames it parsed before closing
+		got = got[:frameEnd(got, c.closeAfter)]
+	}
+	ex.Body = string(got)
+	return ex, err
+}
+
+// httpAgent makes calls in order and returns what it saw.
+func httpAgent(t testing.TB, base http.RoundTripper, f *fakeLLM, calls ...httpCall) replay.Agent {
+	return func(ctx context.Context, _ trace.Value) (any, error) {
+		var out []exchange
+		for _, c := range calls {
+			ex, _ := do(ctx, t, base, f, c)
+			out = append(out, ex)
+		}
+		return out, nil
+	}
+}
+
+func newBase(t *testing.T) *http.Transport {
+	t.Helper()
+	b := &http.Transport{}
+	t.Cleanup(b.CloseIdleConnections)
+	return b
+}
+
+// assertNoSecrets reads every file of a bundle: no credential the agent sent
+// and no secret response header may be there.
+func assertNoSecrets(t *testing.T, dir string) {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.NotEmpty(t, entries)
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		require.NoError(t, err)
+		text := strings.ToLower(string(b))
+		for k, v := range sentSecrets {
+			assert.NotContains(t, text, strings.ToLower(v), e.Name())
+			assert.NotContains(t, text, `"`+strings.ToLower(k)+`"`, e.Name())
+		}
+		for _, s := range []string{"org-secretorg", "cookievalue", "set-cookie"} {
+			assert.NotContains(t, text, s, e.Name())
+		}
+	}
+}
+
+// recordAndReplay records agent, saves and checks the bundle, and replays it
+// frozen: same output, the server not contacted.
+func recordAndReplay(t *testing.T, f *fakeLLM, agent replay.Agent) (*trace.Trace, *replay.Result) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "http.sftrace")
+	rec, err := replay.Record(context.Background(), "http-agent", nil, agent, replay.SaveTo(path))
+	require.NoError(t, err)
+	report := trace.ValidateBundle(path, trace.CheckIntegrity(), trace.Pedantic())
+	require.True(t, report.Valid(), "%v", report.Issues)
+	assertNoSecrets(t, path)
+	tr, err := trace.Load(path)
+	require.NoError(t, err)
+
+	before := f.requests.Load()
+	res, err := replay.Replay(context.Background(), tr, agent)
+	require.NoError(t, err)
+	assert.Equal(t, before, f.requests.Load(), "requests to the server during the frozen replay")
+	assert.Equal(t, rec.Output, res.Output, "what the agent saw on replay")
+	assert.Equal(t, tr.Totals.LLMCalls, res.Served)
+	assert.Zero(t, res.Executed)
+	assertEquivalent(t, tr, res.Trace)
+	return tr, res
+}
+
+func frames(t *testing.T, path, model string, n int) string {
+	t.Helper()
+	fr := sseFrames(path, model)
+	if n < 0 || n > len(fr) {
+		n = len(fr)
+	}
+	return strings.Join(fr[:n], "")
+}
+
+func TestTransportRecordsAndReplaysTheWireFormats(t *testing.T) {
+	t.Parallel()
+	const (
+		chat      = "/v1/chat/completions"
+		responses = "/v1/responses"
+		messages  = "/v1/messages"
+	)
+	tests := []struct {
+		name     string
+		call     httpCall
+		provider string
+		model    string
+		want     func(t *testing.T) exchange
+		check    func(t *testing.T, out trace.Value)
+	}{
+		{
+			name: "chat json", provider: "openai", model: "gpt-4o",
+			call: httpCall{path: chat, body: `{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}],"temperature":0.2}`},
+			want: func(*testing.T) exchange {
+				return exchange{Status: 200, CT: "application/json", Body: jsonAnswer(chat, "gpt-4o")}
+			},
+			check: func(t *testing.T, out trace.Value) {
+				assert.Equal(t, trace.MustParse(jsonAnswer(chat, "gpt-4o")), out.Get("body"))
+				assert.Equal(t, `{"content-type":"application/json","x-request-id":"req_gpt-4o"}`, out.Get("headers").Canonical())
+			},
+		},
+		{
+			name: "chat stream", provider: "openai", model: "gpt-4o",
+			call: httpCall{path: chat, stream: true, body: `{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"hi"}]}`},
+			want: func(t *testing.T) exchange {
+				return exchange{Status: 200, CT: "text/event-stream", Body: frames(t, chat, "gpt-4o", -1)}
+			},
+			check: func(t *testing.T, out trace.Value) {
+				st := out.Get("stream")
+				require.Equal(t, 6, st.Len())
+				assert.Equal(t, `{"data":"[DONE]"}`, elem(st, 5).Canonical())
+				assert.Equal(t, `"Hel"`, elem(elem(st, 1).Get("data").Get("choices"), 0).Get("delta").Get("content").Canonical())
+				assert.True(t, out.Get("body_error").IsAbsent())
+			},
+		},
+		{
+			name: "responses json", provider: "openai", model: "gpt-4.1",
+			call: httpCall{path: responses, body: `{"model":"gpt-4.1","input":"hi"}`},
+			want: func(*testing.T) exchange {
+				return exchange{Status: 200, CT: "application/json", Body: jsonAnswer(responses, "gpt-4.1")}
+			},
+		},
+		{
+			name: "responses stream", provider: "openai", model: "gpt-4.1",
+			call: httpCall{path: responses, stream: true, body: `{"model":"gpt-4.1","input":"hi","stream":true}`},
+			want: func(t *testing.T) exchange {
+				return exchange{Status: 200, CT: "text/event-stream", Body: frames(t, responses, "gpt-4.1", -1)}
+			},
+			check: func(t *testing.T, out trace.Value) {
+				assert.Equal(t, `"response.completed"`, elem(out.Get("stream"), 3).Get("event").Canonical())
+			},
+		},
+		{
+			name: "anthropic json", provider: "anthropic", model: "claude-sonnet-4-5",
+			call: httpCall{path: messages, body: `{"model":"claude-sonnet-4-5","max_tokens":64,"messages":[{"role":"user","content":"hi"}]}`},
+			want: func(*testing.T) exchange {
+				return exchange{Status: 200, CT: "application/json", Body: jsonAnswer(messages, "claude-sonnet-4-5")}
+			},
+		},
+		{
+			name: "anthropic stream", provider: "anthropic", model: "claude-sonnet-4-5",
+			call: httpCall{path: messages, stream: true, body: `{"model":"claude-sonnet-4-5","max_tokens":64,"stream":true,"messages":[]}`},
+			want: func(t *testing.T) exchange {
+				return exchange{Status: 200, CT: "text/event-stream", Body: frames(t, messages, "claude-sonnet-4-5", -1)}
+			},
+			check: func(t *testing.T, out trace.Value) {
+				st := out.Get("stream")
+				require.Equal(t, 8, st.Len())
+				assert.Equal(t, `"message_start"`, elem(st, 0).Get("event").Canonical())
+				assert.Equal(t, `"ping"`, elem(st, 2).Get("event").Canonical())
+			},
+		},
+		{
+			name: "prefixed base URL", provider: "openai", model: "llama3",
+			call: httpCall{path: "/ollama" + chat, stream: true, body: `{"model":"llama3","stream":true,"messages":[]}`},
+			want: func(t *testing.T) exchange {
+				return exchange{Status: 200, CT: "text/event-stream", Body: frames(t, chat, "llama3", -1)}
+			},
+		},
+		{
+			name: "429 is a response", provider: "openai", model: "fail-429",
+			call: httpCall{path: chat, body: `{"model":"fail-429","messages":[]}`},
+			want: func(*testing.T) exchange {
+				return exchange{Status: 429, CT: "application/json", Body: `{"error":{"message":"slow down","type":"rate_limit_error"}}`}
+			},
+			check: func(t *testing.T, out trace.Value) {
+				assert.Equal(t, `{"content-type":"application/json","retry-after":"0","x-request-id":"req_fail-429","x-should-retry":"false"}`,
+					out.Get("headers").Canonical())
+			},
+		},
+		{
+			name: "500 with a text body", provider: "anthropic", model: "fail-500",
+			call: httpCall{path: messages, body: `{"model":"fail-500","messages":[]}`},
+			want: func(*testing.T) exchange {
+				return exchange{Status: 500, CT: "text/plain; charset=utf-8", Body: "upstream exploded\n"}
+			},
+			check: func(t *testing.T, out trace.Value) {
+				assert.Equal(t, `"upstream exploded\n"`, out.Get("body_text").Canonical())
+				assert.True(t, out.Get("body").IsAbsent())
+			},
+		},
+		{
+			name: "200 with a body that is not JSON", provider: "openai", model: "text-body",
+			call: httpCall{path: chat, body: `{"model":"text-body","messages":[]}`},
+			want: func(*testing.T) exchange {
+				return exchange{Status: 200, CT: "text/plain", Body: "not json at all"}
+			},
+		},
+		{
+			name: "stream closed by the server after two frames", provider: "openai", model: "break",
+			call: httpCall{path: chat, stream: true, body: `{"model":"break","stream":true,"messages":[]}`},
+			want: func(t *testing.T) exchange {
+				return exchange{Status: 200, CT: "text/event-stream", Body: frames(t, chat, "break", 2), ReadErr: "unexpected EOF"}
+			},
+			check: func(t *testing.T, out trace.Value) {
+				assert.Equal(t, 2, out.Get("stream").Len())
+				assert.Equal(t, `"UnexpectedEOF"`, out.Get("body_error").Get("type").Canonical())
+			},
+		},
+		{
+			name: "stream reset after two frames", provider: "anthropic", model: "reset",
+			call: httpCall{path: messages, stream: true, releaseAfter: 2, body: `{"model":"reset","stream":true,"messages":[]}`},
+			want: func(t *testing.T) exchange {
+				return exchange{Status: 200, CT: "text/event-stream", Body: frames(t, messages, "reset", 2), ReadErr: "reset"}
+			},
+			check: func(t *testing.T, out trace.Value) {
+				assert.Equal(t, 2, out.Get("stream").Len())
+				assert.Equal(t, `"ConnectionReset"`, out.Get("body_error").Get("type").Canonical())
+			},
+		},
+		{
+			name: "stream closed early by the agent", provider: "openai", model: "hold",
+			call: httpCall{path: responses, stream: true, closeAfter: 2, body: `{"model":"hold","stream":true,"input":"x"}`},
+			want: func(t *testing.T) exchange {
+				return exchange{Status: 200, CT: "text/event-stream", Body: frames(t, responses, "hold", 2)}
+			},
+			check: func(t *testing.T, out trace.Value) {
+				assert.Equal(t, "true", out.Get("closed_early").Canonical())
+			},
+		},
+		{
+			name: "client timeout", provider: "openai", model: "slow",
+			call: httpCall{path: chat, clientTimeout: 100 * time.Millisecond, body: `{"model":"slow","messages":[]}`},
+			want: func(*testing.T) exchange { return exchange{Err: "timeout"} },
+		},
+		{
+			name: "context deadline", provider: "anthropic", model: "slow",
+			call: httpCall{path: messages, ctxTimeout: 100 * time.Millisecond, body: `{"model":"slow","messages":[]}`},
+			want: func(*testing.T) exchange { return exchange{Err: "timeout"} },
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFakeLLM(t)
+			base := newBase(t)
+			tr, res := recordAndReplay(t, f, httpAgent(t, base, f, tc.call))
+			assert.Equal(t, []exchange{tc.want(t)}, res.Output)
+			assert.Equal(t, int64(1), f.requests.Load())
+
+			req := find(t, tr, trace.LLMRequest, tc.model)
+			assert.Equal(t, tc.provider, req.Provider)
+			assert.Equal(t, trace.MustParse(tc.call.body), req.Input, "the request body is the input")
+			if tc.want(t).Err != "" {
+				errEv := childOf(t, tr, req.ID, trace.ErrorEvent)
+				assert.Equal(t, "Timeout", errEv.ErrorType)
+				return
+			}
+			resp := childOf(t, tr, req.ID, trace.LLMResponse)
+			assert.Equal(t, tc.model, resp.Model)
+			st, _ := resp.Output.Get("status").Int()
+			assert.Equal(t, int64(tc.want(t).Status), st)
+			if tc.check != nil {
+				tc.check(t, resp.Output)
+			}
+		})
+	}
+}
+
+func elem(v trace.Value, i int) trace.Value {
+	for j, e := range v.Elems() {
+		if j == i {
+			return e
+		}
+	}
+	return trace.Value{}
+}
+
+func childOf(t *testing.T, tr *trace.Trace, parent string, typ trace.EventType) *trace.Event {
+	t.Helper()
+	for i := range tr.Events {
+		if ev := &tr.Events[i]; ev.ParentID == parent && ev.Type == typ {
+			return ev
+		}
+	}
+	t.Fatalf("no %s under %s", typ, parent)
+	return nil
+}
+
+// frameEnd is the offset just after the n-th frame of an event stream.
+func frameEnd(b []byte, n int) int {
+	end := 0
+	for range n {
+		i := bytes.Index(b[end:], []byte("\n\n"))
+		if i < 0 {
+			return len(b)
+		}
+		end += i + 2
+	}
+	return end
+}
