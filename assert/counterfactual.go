@@ -315,6 +315,14 @@ func endText(s subject) string {
 	if s.v != nil && s.v.Err != nil {
 		return text + ": " + s.v.Err.Error()
 	}
+	if st == fork.StatusFailed {
+		for i := len(s.d.Steps) - 1; i >= 0; i-- {
+			if e := s.d.Steps[i].Variant; e != nil && e.Type == trace.StepError {
+				msg, _ := e.Payload.Get("message").Str()
+				return text + ": " + e.Label + ": " + msg
+			}
+		}
+	}
 	return text
 }
 
