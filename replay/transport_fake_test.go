@@ -28,6 +28,8 @@ import (
 //	break       streams 2 frames, then closes the connection (no final chunk)
 //	reset       streams 2 frames, waits for release, then resets the connection
 //	hold        streams 2 frames, waits for release or the client to leave, then the rest
+//	reset-now   resets the connection without answering
+//	odd         an event stream with comments, CRLF lines, multi-line data and a cut-off last frame
 //	anything    a normal answer; SSE when the body has "stream": true
 //
 // Every JSON text it sends is canonical, so a replayed stream is byte for
@@ -114,6 +116,20 @@ func (f *fakeLLM) serve(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, "{\n  \"z\": 1,\n  \"a\": [true, null, \"x\"]\n}\n")
 		return
+	case "reset-now":
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			panic(err)
+		}
+		if tc, ok := conn.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0)
+		}
+		_ = conn.Close()
+		return
+	case "odd":
+		w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+		_, _ = io.WriteString(w, oddStream)
+		return
 	case "slow":
 		select {
 		case <-r.Context().Done():
@@ -162,6 +178,10 @@ func (f *fakeLLM) serve(w http.ResponseWriter, r *http.Request) {
 		fl.Flush()
 	}
 }
+
+// oddStream exercises the corners of the event stream format.
+const oddStream = ": keep-alive\r\n\r\nevent: note\r\nid: 7\r\ndata: line one\r\ndata: line two\r\n\r\n" +
+	"data:{\"a\": 1}\n\nretry: 3000\n\ndata: {\"cut\""
 
 func isModelPath(p string) bool {
 	return strings.HasSuffix(p, "/chat/completions") || strings.HasSuffix(p, "/v1/responses") || strings.HasSuffix(p, "/v1/messages")

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -212,9 +213,10 @@ func TestTransportRecordsAndReplaysTheWireFormats(t *testing.T) {
 		model    string
 		want     func(t *testing.T) exchange
 		check    func(t *testing.T, out trace.Value)
+		usage    []int64 // prompt, completion, total tokens of the llm_response
 	}{
 		{
-			name: "chat json", provider: "openai", model: "gpt-4o",
+			name: "chat json", provider: "openai", model: "gpt-4o", usage: []int64{12, 4, 16},
 			call: httpCall{path: chat, body: `{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}],"temperature":0.2}`},
 			want: func(*testing.T) exchange {
 				return exchange{Status: 200, CT: "application/json", Body: jsonAnswer(chat, "gpt-4o")}
@@ -225,7 +227,7 @@ func TestTransportRecordsAndReplaysTheWireFormats(t *testing.T) {
 			},
 		},
 		{
-			name: "chat stream", provider: "openai", model: "gpt-4o",
+			name: "chat stream", provider: "openai", model: "gpt-4o", usage: []int64{9, 2, 11},
 			call: httpCall{path: chat, stream: true, body: `{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"hi"}]}`},
 			want: func(t *testing.T) exchange {
 				return exchange{Status: 200, CT: "text/event-stream", Body: frames(t, chat, "gpt-4o", -1)}
@@ -239,14 +241,14 @@ func TestTransportRecordsAndReplaysTheWireFormats(t *testing.T) {
 			},
 		},
 		{
-			name: "responses json", provider: "openai", model: "gpt-4.1",
+			name: "responses json", provider: "openai", model: "gpt-4.1", usage: []int64{10, 3, 13},
 			call: httpCall{path: responses, body: `{"model":"gpt-4.1","input":"hi"}`},
 			want: func(*testing.T) exchange {
 				return exchange{Status: 200, CT: "application/json", Body: jsonAnswer(responses, "gpt-4.1")}
 			},
 		},
 		{
-			name: "responses stream", provider: "openai", model: "gpt-4.1",
+			name: "responses stream", provider: "openai", model: "gpt-4.1", usage: []int64{10, 2, 12},
 			call: httpCall{path: responses, stream: true, body: `{"model":"gpt-4.1","input":"hi","stream":true}`},
 			want: func(t *testing.T) exchange {
 				return exchange{Status: 200, CT: "text/event-stream", Body: frames(t, responses, "gpt-4.1", -1)}
@@ -256,14 +258,14 @@ func TestTransportRecordsAndReplaysTheWireFormats(t *testing.T) {
 			},
 		},
 		{
-			name: "anthropic json", provider: "anthropic", model: "claude-sonnet-4-5",
+			name: "anthropic json", provider: "anthropic", model: "claude-sonnet-4-5", usage: []int64{11, 4, 15},
 			call: httpCall{path: messages, body: `{"model":"claude-sonnet-4-5","max_tokens":64,"messages":[{"role":"user","content":"hi"}]}`},
 			want: func(*testing.T) exchange {
 				return exchange{Status: 200, CT: "application/json", Body: jsonAnswer(messages, "claude-sonnet-4-5")}
 			},
 		},
 		{
-			name: "anthropic stream", provider: "anthropic", model: "claude-sonnet-4-5",
+			name: "anthropic stream", provider: "anthropic", model: "claude-sonnet-4-5", usage: []int64{11, 2, 13},
 			call: httpCall{path: messages, stream: true, body: `{"model":"claude-sonnet-4-5","max_tokens":64,"stream":true,"messages":[]}`},
 			want: func(t *testing.T) exchange {
 				return exchange{Status: 200, CT: "text/event-stream", Body: frames(t, messages, "claude-sonnet-4-5", -1)}
@@ -276,7 +278,7 @@ func TestTransportRecordsAndReplaysTheWireFormats(t *testing.T) {
 			},
 		},
 		{
-			name: "prefixed base URL", provider: "openai", model: "llama3",
+			name: "prefixed base URL", provider: "openai", model: "llama3", usage: []int64{9, 2, 11},
 			call: httpCall{path: "/ollama" + chat, stream: true, body: `{"model":"llama3","stream":true,"messages":[]}`},
 			want: func(t *testing.T) exchange {
 				return exchange{Status: 200, CT: "text/event-stream", Body: frames(t, chat, "llama3", -1)}
@@ -323,7 +325,7 @@ func TestTransportRecordsAndReplaysTheWireFormats(t *testing.T) {
 			},
 		},
 		{
-			name: "stream reset after two frames", provider: "anthropic", model: "reset",
+			name: "stream reset after two frames", provider: "anthropic", model: "reset", usage: []int64{11, 1, 12},
 			call: httpCall{path: messages, stream: true, releaseAfter: 2, body: `{"model":"reset","stream":true,"messages":[]}`},
 			want: func(t *testing.T) exchange {
 				return exchange{Status: 200, CT: "text/event-stream", Body: frames(t, messages, "reset", 2), ReadErr: "reset"}
@@ -347,11 +349,25 @@ func TestTransportRecordsAndReplaysTheWireFormats(t *testing.T) {
 			name: "client timeout", provider: "openai", model: "slow",
 			call: httpCall{path: chat, clientTimeout: 100 * time.Millisecond, body: `{"model":"slow","messages":[]}`},
 			want: func(*testing.T) exchange { return exchange{Err: "timeout"} },
+			check: func(t *testing.T, errEv trace.Value) {
+				assert.Equal(t, `"Timeout"`, errEv.Canonical())
+			},
 		},
 		{
 			name: "context deadline", provider: "anthropic", model: "slow",
 			call: httpCall{path: messages, ctxTimeout: 100 * time.Millisecond, body: `{"model":"slow","messages":[]}`},
 			want: func(*testing.T) exchange { return exchange{Err: "timeout"} },
+			check: func(t *testing.T, errEv trace.Value) {
+				assert.Equal(t, `"Timeout"`, errEv.Canonical())
+			},
+		},
+		{
+			name: "connection reset before a response", provider: "openai", model: "reset-now",
+			call: httpCall{path: chat, body: `{"model":"reset-now","messages":[]}`},
+			want: func(*testing.T) exchange { return exchange{Err: "reset"} },
+			check: func(t *testing.T, errEv trace.Value) {
+				assert.Equal(t, `"ConnectionReset"`, errEv.Canonical())
+			},
 		},
 	}
 	for _, tc := range tests {
@@ -366,9 +382,10 @@ func TestTransportRecordsAndReplaysTheWireFormats(t *testing.T) {
 			req := find(t, tr, trace.LLMRequest, tc.model)
 			assert.Equal(t, tc.provider, req.Provider)
 			assert.Equal(t, trace.MustParse(tc.call.body), req.Input, "the request body is the input")
-			if tc.want(t).Err != "" {
+			if tc.want(t).Err != "" { // a failed call: an error event under the request
 				errEv := childOf(t, tr, req.ID, trace.ErrorEvent)
-				assert.Equal(t, "Timeout", errEv.ErrorType)
+				tc.check(t, trace.StringValue(errEv.ErrorType))
+				assert.NotEmpty(t, errEv.Message)
 				return
 			}
 			resp := childOf(t, tr, req.ID, trace.LLMResponse)
@@ -377,6 +394,11 @@ func TestTransportRecordsAndReplaysTheWireFormats(t *testing.T) {
 			assert.Equal(t, int64(tc.want(t).Status), st)
 			if tc.check != nil {
 				tc.check(t, resp.Output)
+			}
+			if tc.usage != nil {
+				assert.Equal(t, tc.usage, []int64{deref(resp.PromptTokens), deref(resp.CompletionTokens), deref(resp.TotalTokens)})
+			} else {
+				assert.Nil(t, resp.TotalTokens)
 			}
 		})
 	}
@@ -413,4 +435,277 @@ func frameEnd(b []byte, n int) int {
 		end += i + 2
 	}
 	return end
+}
+
+func deref(p *int64) int64 {
+	if p == nil {
+		return -1
+	}
+	return *p
+}
+
+func TestTransportPassesOtherRequestsThrough(t *testing.T) {
+	t.Parallel()
+	f := newFakeLLM(t)
+	base := newBase(t)
+	calls := []httpCall{
+		{method: http.MethodGet, path: "/v1/models"},
+		{path: "/v1/embeddings", body: `{"model":"text-embedding-3-small","input":"x"}`},
+		{path: "/v1/messages/count_tokens", body: `{"model":"claude","messages":[]}`},
+		{method: http.MethodGet, path: "/v1/chat/completions"},
+		{path: "/other"},
+	}
+	want := []exchange{
+		{Status: 200, CT: "application/json", Body: `{"data":[{"id":"gpt-4o","object":"model"}],"object":"list"}`},
+		{Status: 200, CT: "text/plain", Body: "plain POST /v1/embeddings"},
+		{Status: 200, CT: "text/plain", Body: "plain POST /v1/messages/count_tokens"},
+		{Status: 200, CT: "text/plain", Body: "plain GET /v1/chat/completions"},
+		{Status: 200, CT: "text/plain", Body: "plain POST /other"},
+	}
+	agent := httpAgent(t, base, f, calls...)
+
+	// No session: Transport is its base.
+	out, err := agent(context.Background(), trace.Value{})
+	require.NoError(t, err)
+	assert.Equal(t, want, out)
+	assert.Equal(t, int64(5), f.requests.Load())
+	assert.Equal(t, "Bearer AUTHZ-TOKEN-4711", f.headers.Get("Authorization"), "headers reach the server untouched")
+
+	// A nil base is http.DefaultTransport.
+	client := &http.Client{Transport: replay.Transport(nil)}
+	resp, err := client.Get(f.srv.URL + "/v1/models")
+	require.NoError(t, err)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	require.NoError(t, resp.Body.Close())
+	assert.Equal(t, 200, resp.StatusCode)
+	client.CloseIdleConnections()
+
+	// In a session: neither recorded nor served; they reach the server on
+	// record and on frozen replay alike.
+	rec, err := replay.Record(context.Background(), "pass", nil, agent)
+	require.NoError(t, err)
+	assert.Equal(t, want, rec.Output)
+	assert.Equal(t, []trace.EventType{trace.RunStart, trace.RunEnd}, types(rec.Trace))
+	before := f.requests.Load()
+	res, err := replay.Replay(context.Background(), rec.Trace, agent)
+	require.NoError(t, err)
+	assert.Equal(t, want, res.Output)
+	assert.Equal(t, before+5, f.requests.Load())
+}
+
+func types(tr *trace.Trace) []trace.EventType {
+	var out []trace.EventType
+	for _, ev := range tr.Events {
+		out = append(out, ev.Type)
+	}
+	return out
+}
+
+func TestTransportChangedRequestBodyDiverges(t *testing.T) {
+	t.Parallel()
+	f := newFakeLLM(t)
+	base := newBase(t)
+	ask := func(prompt string) replay.Agent {
+		return httpAgent(t, base, f, httpCall{path: "/v1/chat/completions",
+			body: `{"model":"gpt-4o","messages":[{"role":"user","content":"` + prompt + `"}]}`})
+	}
+	rec, err := replay.Record(context.Background(), "ask", nil, ask("book a flight"))
+	require.NoError(t, err)
+	before := f.requests.Load()
+
+	// The SDK sends the same JSON with other spacing and key order: still a match.
+	same := httpAgent(t, base, f, httpCall{path: "/v1/chat/completions",
+		body: `{ "messages": [ {"content": "book a flight", "role": "user"} ], "model": "gpt-4o" }`})
+	_, err = replay.Replay(context.Background(), rec.Trace, same)
+	require.NoError(t, err)
+
+	res, err := replay.Replay(context.Background(), rec.Trace, ask("book a hotel"))
+	require.ErrorIs(t, err, replay.ErrDiverged)
+	assert.Equal(t, before, f.requests.Load(), "a divergence never reaches the server")
+	var m *replay.MismatchError
+	require.ErrorAs(t, err, &m)
+	assert.Contains(t, m.Error(), "call #1: llm 'openai/gpt-4o' input diverged from the recording")
+	assert.Contains(t, m.Diff(), `-`)
+	assert.Contains(t, m.Diff(), `"book a flight"`)
+	assert.Contains(t, m.Diff(), `"book a hotel"`)
+	assert.Contains(t, m.Error(), "diff (-recorded +actual):")
+	assert.Equal(t, []exchange{{Err: "diverged"}}, res.Output, "the agent's client got the divergence")
+	assert.ErrorIs(t, res.Divergence, replay.ErrDiverged)
+}
+
+func TestTransportEventStreamCorners(t *testing.T) {
+	t.Parallel()
+	f := newFakeLLM(t)
+	base := newBase(t)
+	agent := httpAgent(t, base, f, httpCall{path: "/v1/chat/completions", stream: true, body: `{"model":"odd","stream":true}`})
+	rec, err := replay.Record(context.Background(), "odd", nil, agent)
+	require.NoError(t, err)
+	assert.Equal(t, oddStream, rec.Output.([]exchange)[0].Body, "while recording the agent reads the bytes as sent")
+
+	resp := find(t, rec.Trace, trace.LLMResponse, "odd")
+	assert.Equal(t, `[{"data":"line one\nline two","event":"note","id":"7"},{"data":{"a":1}},{"retry":"3000"}]`,
+		resp.Output.Get("stream").Canonical(), "comments dropped, CRLF and multi-line data parsed")
+	assert.Equal(t, `"data: {\"cut\""`, resp.Output.Get("stream_tail").Canonical())
+
+	res, err := replay.Replay(context.Background(), rec.Trace, agent, replay.WithDirector(replay.DirectorFunc(
+		func(*replay.Call) replay.Action { return replay.Strict() })))
+	require.NoError(t, err)
+	assert.Equal(t, "event: note\nid: 7\ndata: line one\ndata: line two\n\ndata: {\"a\":1}\n\nretry: 3000\n\ndata: {\"cut\"",
+		res.Output.([]exchange)[0].Body)
+}
+
+func TestTransportServesJSONAsCanonicalJSON(t *testing.T) {
+	t.Parallel()
+	f := newFakeLLM(t)
+	base := newBase(t)
+	agent := httpAgent(t, base, f, httpCall{path: "/v1/chat/completions", body: `{"model":"pretty"}`})
+	rec, err := replay.Record(context.Background(), "pretty", nil, agent)
+	require.NoError(t, err)
+	res, err := replay.Replay(context.Background(), rec.Trace, agent, replay.WithDirector(replay.DirectorFunc(
+		func(*replay.Call) replay.Action { return replay.Strict() })))
+	require.NoError(t, err)
+	recorded, replayed := rec.Output.([]exchange)[0].Body, res.Output.([]exchange)[0].Body
+	assert.NotEqual(t, recorded, replayed)
+	assert.Equal(t, `{"a":[true,null,"x"],"z":1}`, replayed)
+	assert.Equal(t, trace.MustParse(recorded), trace.MustParse(replayed), "same JSON value")
+}
+
+func TestTransportDirectorPatchesTheBody(t *testing.T) {
+	t.Parallel()
+	f := newFakeLLM(t)
+	base := newBase(t)
+	agent := httpAgent(t, base, f, httpCall{path: "/v1/chat/completions", stream: true,
+		body: `{"model":"gpt-4o","stream":true,"temperature":0,"messages":[{"role":"user","content":"hi"}]}`})
+	rec, err := replay.Record(context.Background(), "patch", nil, agent)
+	require.NoError(t, err)
+
+	patched := trace.MustParse(`{"model":"gpt-4.1","stream":true,"temperature":0.7,"messages":[{"role":"user","content":"hi"}]}`)
+	var seen *replay.Call
+	res, err := replay.Replay(context.Background(), rec.Trace, agent, replay.WithDirector(replay.DirectorFunc(
+		func(c *replay.Call) replay.Action {
+			cp := *c
+			seen = &cp
+			return replay.Execute().WithInput(patched).WithModel("gpt-4.1")
+		})))
+	require.NoError(t, err)
+	require.NotNil(t, seen)
+	assert.Equal(t, replay.KindLLM, seen.Kind)
+	assert.Equal(t, "openai/gpt-4o", seen.Name)
+	assert.Equal(t, find(t, rec.Trace, trace.LLMRequest, "gpt-4o").Input, seen.Input)
+	assert.Equal(t, int64(2), f.requests.Load())
+	assert.Equal(t, patched, trace.MustParse(string(f.lastBody())), "the patched body was sent")
+	assert.Equal(t, 1, res.Executed)
+	req := find(t, res.Trace, trace.LLMRequest, "gpt-4.1")
+	assert.Equal(t, patched, req.Input)
+	resp := childOf(t, res.Trace, req.ID, trace.LLMResponse)
+	assert.Equal(t, 6, resp.Output.Get("stream").Len(), "the live stream was recorded in the fork's trace")
+}
+
+func TestTransportServedValueMustBeAnHTTPResponse(t *testing.T) {
+	t.Parallel()
+	f := newFakeLLM(t)
+	base := newBase(t)
+	agent := httpAgent(t, base, f, httpCall{path: "/v1/messages", body: `{"model":"claude","messages":[]}`})
+	rec, err := replay.Record(context.Background(), "serve", nil, agent)
+	require.NoError(t, err)
+	res, err := replay.Replay(context.Background(), rec.Trace, agent, replay.WithDirector(replay.DirectorFunc(
+		func(*replay.Call) replay.Action { return replay.Serve(trace.MustParse(`{"content":"hi"}`)) })))
+	require.ErrorIs(t, err, replay.ErrDiverged)
+	assert.Contains(t, err.Error(), `recorded output of llm 'anthropic/claude' is not an HTTP response recorded by replay.Transport: "status" must be an HTTP status code, got <missing>`)
+	assert.Equal(t, []exchange{{Err: "diverged"}}, res.Output)
+
+	// A Director may serve a response in the recorded shape.
+	res, err = replay.Replay(context.Background(), rec.Trace, agent, replay.WithDirector(replay.DirectorFunc(
+		func(*replay.Call) replay.Action {
+			return replay.Serve(trace.MustParse(`{"status":201,"headers":{"content-type":"application/json"},"body":{"content":"hi"}}`))
+		})))
+	require.NoError(t, err)
+	assert.Equal(t, []exchange{{Status: 201, CT: "application/json", Body: `{"content":"hi"}`}}, res.Output)
+}
+
+func TestTransportHybridRunsNamedModelsLive(t *testing.T) {
+	t.Parallel()
+	f := newFakeLLM(t)
+	base := newBase(t)
+	agent := httpAgent(t, base, f,
+		httpCall{path: "/v1/chat/completions", stream: true, body: `{"model":"gpt-4o","stream":true,"messages":[]}`},
+		httpCall{path: "/v1/messages", stream: true, body: `{"model":"claude","stream":true,"messages":[]}`})
+	rec, err := replay.Record(context.Background(), "hybrid", nil, agent)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), f.requests.Load())
+
+	res, err := replay.Replay(context.Background(), rec.Trace, agent,
+		replay.WithMode(replay.ModeHybrid), replay.LiveModels("anthropic/claude"))
+	require.NoError(t, err)
+	assert.Equal(t, int64(3), f.requests.Load(), "only the live model reached the server")
+	assert.Equal(t, rec.Output, res.Output)
+	assert.Equal(t, 1, res.Served)
+	assert.Equal(t, 1, res.Executed)
+	assertEquivalent(t, rec.Trace, res.Trace)
+}
+
+func TestTransportConcurrentStreams(t *testing.T) {
+	t.Parallel()
+	f := newFakeLLM(t)
+	base := newBase(t)
+	const n = 6
+	agent := func(ctx context.Context, _ trace.Value) (any, error) {
+		out := make([]exchange, n)
+		done := make(chan struct{})
+		for i := range n {
+			go func() {
+				defer func() { done <- struct{}{} }()
+				path := []string{"/v1/chat/completions", "/v1/responses", "/v1/messages"}[i%3]
+				out[i], _ = do(ctx, t, base, f, httpCall{path: path, stream: true,
+					body: `{"model":"m` + string(rune('a'+i)) + `","stream":true}`})
+			}()
+		}
+		for range n {
+			<-done
+		}
+		return out, nil
+	}
+	rec, err := replay.Record(context.Background(), "fanout", nil, agent)
+	require.NoError(t, err)
+	require.Equal(t, n, rec.Trace.Totals.LLMCalls)
+	for i, ex := range rec.Output.([]exchange) {
+		require.Empty(t, ex.ReadErr, i)
+		require.Equal(t, 200, ex.Status, i)
+	}
+	before := f.requests.Load()
+	res, err := replay.Replay(context.Background(), rec.Trace, agent, replay.Concurrent())
+	require.NoError(t, err)
+	assert.Equal(t, before, f.requests.Load())
+	assert.Equal(t, rec.Output, res.Output)
+	assert.Equal(t, n, res.Served)
+}
+
+// TestTransportLeavesNoGoroutines runs record and replay of every kind of
+// exchange, then checks that the goroutine count settles back. Not parallel:
+// it counts the process's goroutines.
+func TestTransportLeavesNoGoroutines(t *testing.T) {
+	before := runtime.NumGoroutine()
+	func() {
+		f := newFakeLLM(t)
+		base := &http.Transport{}
+		defer base.CloseIdleConnections()
+		agent := httpAgent(t, base, f,
+			httpCall{path: "/v1/chat/completions", stream: true, body: `{"model":"gpt-4o","stream":true}`},
+			httpCall{path: "/v1/messages", body: `{"model":"claude"}`},
+			httpCall{path: "/v1/responses", stream: true, closeAfter: 2, body: `{"model":"hold","stream":true}`},
+			httpCall{path: "/v1/chat/completions", stream: true, body: `{"model":"break","stream":true}`},
+			httpCall{path: "/v1/chat/completions", clientTimeout: 50 * time.Millisecond, body: `{"model":"slow"}`},
+			httpCall{method: http.MethodGet, path: "/v1/models"})
+		rec, err := replay.Record(context.Background(), "leak", nil, agent)
+		require.NoError(t, err)
+		_, err = replay.Replay(context.Background(), rec.Trace, agent)
+		require.NoError(t, err)
+		base.CloseIdleConnections()
+		f.srv.Close()
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	assert.LessOrEqual(t, runtime.NumGoroutine(), before, "goroutines left behind")
 }
