@@ -241,7 +241,7 @@ func Diff(base, variant *Trace, opts ...DiffOption) *RunDiff {
 
 	var pairs []stepPair
 	if cfg.positional {
-		pairs = alignPositional(len(bs), len(vs), bs, vs)
+		pairs = alignPositional(bs, vs)
 	} else {
 		pairs = alignLCS(bs, vs)
 	}
@@ -835,7 +835,8 @@ type stepPair struct {
 // alignPositional is stepfork's alignment: index against index, extra steps
 // added or removed, and the terminal run steps of both sides compared with
 // each other last.
-func alignPositional(nb, nv int, bs, vs []BehaviorStep) []stepPair {
+func alignPositional(bs, vs []BehaviorStep) []stepPair {
+	nb, nv := len(bs), len(vs)
 	var pairs []stepPair
 	positional := func(nb, nv int) {
 		for i := 0; i < max(nb, nv); i++ {
