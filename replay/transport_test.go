@@ -709,3 +709,113 @@ func TestTransportLeavesNoGoroutines(t *testing.T) {
 	}
 	assert.LessOrEqual(t, runtime.NumGoroutine(), before, "goroutines left behind")
 }
+
+func TestTransportStreamLeftOpenWhenTheRunEnds(t *testing.T) {
+	t.Parallel()
+	f := newFakeLLM(t)
+	base := newBase(t)
+	var open io.ReadCloser
+	agent := func(ctx context.Context, _ trace.Value) (any, error) {
+		client := &http.Client{Transport: replay.Transport(base)}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.srv.URL+"/v1/chat/completions",
+			strings.NewReader(`{"model":"hold","stream":true}`))
+		if err != nil {
+			return nil, err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		open = resp.Body // the agent forgets to read and close it
+		return "done", nil
+	}
+	path := filepath.Join(t.TempDir(), "open.sftrace")
+	rec, err := replay.Record(context.Background(), "open", nil, agent, replay.SaveTo(path))
+	require.NoError(t, err)
+	n := len(rec.Trace.Events)
+	_, _ = io.ReadAll(io.LimitReader(open, 1))
+	require.NoError(t, open.Close()) // after the run: the late response is dropped, not appended
+	assert.Len(t, rec.Trace.Events, n)
+	assert.Equal(t, []trace.EventType{trace.RunStart, trace.LLMRequest, trace.RunEnd}, types(rec.Trace))
+	report := trace.ValidateBundle(path, trace.CheckIntegrity())
+	require.True(t, report.Valid(), "%v", report.Issues)
+
+	_, err = replay.Replay(context.Background(), rec.Trace, agent)
+	require.ErrorIs(t, err, replay.ErrDiverged)
+	assert.Contains(t, err.Error(), "no captured result for recorded llm call 'openai/hold' at position 1")
+}
+
+// cannedRT answers every request in memory, for benchmarks.
+type cannedRT struct {
+	ct   string
+	body []byte
+}
+
+func (c cannedRT) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+		_ = req.Body.Close()
+	}
+	return &http.Response{StatusCode: 200, Status: "200 OK", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{"Content-Type": {c.ct}}, Body: io.NopCloser(bytes.NewReader(c.body)),
+		ContentLength: int64(len(c.body)), Request: req}, nil
+}
+
+func benchTransport(b *testing.B, stream bool) {
+	rt := cannedRT{ct: "application/json", body: []byte(jsonAnswer("/v1/chat/completions", "gpt-4o"))}
+	if stream {
+		rt = cannedRT{ct: "text/event-stream", body: []byte(strings.Join(sseFrames("/v1/chat/completions", "gpt-4o"), ""))}
+	}
+	body := `{"model":"gpt-4o","stream":` + map[bool]string{true: "true", false: "false"}[stream] +
+		`,"messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"hi"}]}`
+	tr := replay.Transport(rt)
+	call := func(ctx context.Context) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://llm.local/v1/chat/completions", strings.NewReader(body))
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+	}
+	loop := func(n int) replay.Agent {
+		return func(ctx context.Context, _ trace.Value) (any, error) {
+			for range n {
+				call(ctx)
+			}
+			return nil, nil
+		}
+	}
+	b.Run("no-session", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			call(context.Background())
+		}
+	})
+	b.Run("record", func(b *testing.B) {
+		b.ReportAllocs()
+		b.ResetTimer()
+		if _, err := replay.Record(context.Background(), "bench", nil, loop(b.N)); err != nil {
+			b.Fatal(err)
+		}
+	})
+	b.Run("frozen", func(b *testing.B) {
+		rec, err := replay.Record(context.Background(), "bench", nil, loop(b.N))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		if _, err := replay.Replay(context.Background(), rec.Trace, loop(b.N)); err != nil {
+			b.Fatal(err)
+		}
+	})
+}
+
+// BenchmarkTransportJSON is the cost per model call of a non-streamed chat
+// completion through Transport (in-memory base, request building and body
+// reading included): no session, recording, frozen replay.
+func BenchmarkTransportJSON(b *testing.B) { benchTransport(b, false) }
+
+// BenchmarkTransportStream is BenchmarkTransportJSON for a 6-frame stream.
+func BenchmarkTransportStream(b *testing.B) { benchTransport(b, true) }
