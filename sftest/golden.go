@@ -177,8 +177,8 @@ func renderVariant(b *strings.Builder, v *fork.Variant) {
 }
 
 func renderResult(b *strings.Builder, r *replay.Result) {
-	mode := string(r.Mode)
-	if mode == "" {
+	mode := string(r.Mode) + " replay"
+	if r.Mode == "" {
 		mode = "recording"
 	}
 	fmt.Fprintf(b, "%s of %s: %d call(s) served, %d executed, %d blocked\n", mode, strconv.Quote(r.Trace.AgentName), r.Served, r.Executed, r.Blocked)
@@ -355,14 +355,25 @@ func valueText(v trace.Value) string {
 	return short(v.Canonical())
 }
 
-// short cuts s to 200 characters.
+// short cuts s to 200 characters, or just past a volatile value (an id or
+// a time) that straddles the cut, so that normalize still recognizes it.
 func short(s string) string {
 	const limit = 200
 	if utf8.RuneCountInString(s) <= limit {
 		return s
 	}
-	r := []rune(s)
-	return string(r[:limit]) + "…"
+	cut := len(string([]rune(s)[:limit]))
+	for _, v := range volatile {
+		for _, m := range v.re.FindAllStringIndex(s, -1) {
+			if m[0] < cut && m[1] > cut {
+				cut = m[1]
+			}
+		}
+	}
+	if cut >= len(s) {
+		return s
+	}
+	return s[:cut] + "…"
 }
 
 // ---- normalization ----

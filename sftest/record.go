@@ -133,13 +133,22 @@ func Record(t testing.TB, name string, agent replay.Agent, input any) *trace.Tra
 	want, _ = trace.RedactValue(want)
 	if got := recordedInput(tr); got != want {
 		t.Fatalf("sftest.Record: the input differs from the one recorded in %s; record it again with:\n\t%s\ninput (-recorded +given):\n%s",
-			p, again, indent(cmp.Diff(got.Any(), want.Any())))
+			p, again, indent(cmp.Diff(plain(got), plain(want))))
 	}
 	if _, err := replay.Replay(t.Context(), tr, agent); err != nil {
 		t.Fatalf("%s\nthe agent no longer reproduces %s; if that is intended, record it again with:\n\t%s",
 			divergenceReport("sftest.Record", p, err), p, again)
 	}
 	return tr
+}
+
+// plain is v decoded into plain Go values (numbers as float64), for cmp.Diff.
+func plain(v trace.Value) any {
+	var x any
+	if err := v.Decode(&x); err != nil {
+		return v.Canonical()
+	}
+	return x
 }
 
 // recordedInput is the input of tr's run_start (null when it has none).

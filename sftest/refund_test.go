@@ -75,6 +75,9 @@ func newRefundAgent() *refundAgent {
 	r := &refundAgent{}
 	getOrder := replay.Tool("get_order", func(_ context.Context, id string) (Order, error) {
 		r.tools.Add(1)
+		if strings.HasSuffix(id, "-small") {
+			return Order{OrderID: id, Amount: 60, Customer: "c_12"}, nil
+		}
 		return Order{OrderID: id, Amount: 250, Customer: "c_77"}, nil
 	})
 	issue := replay.Tool("issue_refund", func(_ context.Context, o Order) (RefundReceipt, error) {
