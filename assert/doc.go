@@ -40,6 +40,21 @@
 // fails first with "stepfork replay diverged: …" or "stepfork replay
 // incomplete: …", as in stepfork.
 //
+// # Counterfactual assertions
+//
+// On a fork's result (a *fork.Variant, or a *trace.RunDiff; see
+// Counterfactual) the assertions say what the change did: Equivalent,
+// Diverged, DivergesAt (a step or a node), Completed, Status, StateChanged,
+// StateUnchanged, StateEqual, PathEqual, OutputEqual, NoSuppressedEffects,
+// IncurredCostAtMost, TokensAtMost and ChangeApplied. Their failures name the
+// first divergence and its step:
+//
+//	v, err := fork.Run(ctx, base, fork.Failure(), agent, fork.Prompt("decide", "Refunds above the limit need approval."))
+//	...
+//	assert.Completed(t, v)
+//	assert.StateEqual(t, v, "decision", "request_approval")
+//	assert.ChangeApplied(t, v)
+//
 // # Declarative expectations
 //
 // Expectations holds the same checks as data, loaded from the JSON that
