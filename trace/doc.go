@@ -22,6 +22,47 @@
 // apart (1 and 1.0 differ), integers keep every digit, and the zero Value is
 // Absent, which is not the same as an explicit null.
 //
+// # Validation, integrity and redaction
+//
+// Validate checks a trace in memory and ValidateBundle a bundle on disk,
+// streaming its events once: every check and message of stepfork validate
+// (duplicate ids, parents, run ids, steps, event count, strict run_start and
+// error rules), payload hashes and file digests with CheckIntegrity, and
+// checks stepfork lacks (manifest status vs run_end, totals, failure.step,
+// run_end last, tool call/result pairing) reported as warnings, or errors
+// with Pedantic. All issues are collected; Report.ExitCode gives the CLI's
+// 0/1/2/3. VerifyIntegrity checks integrity.json alone, including extra files
+// such as fork.json that it lists.
+//
+// Redaction runs before hashing and writing: values under sensitive keys
+// (api_key, accessToken, password, …) and six credential patterns (Bearer
+// tokens, sk-, ghp_, gho_, github_pat_) become "[REDACTED]", recorded as
+// JSON Pointers in redactions.json and in each event's redactions list.
+//
+// # Comparing runs
+//
+// Diff aligns the behaviour of two runs (tool and model calls with their
+// results, state changes, errors, decisions, node path, run end) by longest
+// common subsequence with Myers' algorithm and reports the first divergence,
+// per-field changes with paths (output.price, input.args[1]), state deltas and
+// token and cost deltas; AlignPosition reproduces stepfork's diff --json byte
+// for byte.
+//
+// # Runtime markers
+//
+// Go agents record named phases, decisions, knobs and nondeterminism as
+// state_change events with reserved keys, so bundles stay valid stepfork v0.1
+// (user state keys must not start with '@'). The payload is in "after":
+//
+//	@node      {"name":"write","phase":"enter"} / {"name":"write","phase":"exit","status":"ok"|"error"[,"error":"…"]}
+//	@decision  {"name":"route","kind":"decision"|"approval","value":<json>[,"forced":true]}
+//	@param     {"name":"max_results","value":<json>[,"forced":true]}
+//	@now       {"value":"2026-01-01T00:00:00.000001Z"}
+//	@id        {"value":"…"}
+//	@effect    {"name":"roll_dice","value":<json>} or {"name":…,"error":"…","error_type":"…"}
+//
+// Event.Marker decodes one; MarkerEvent builds one.
+//
 // # Input limits and decisions
 //
 // Bad input is an error that names the file (and, for events.jsonl, the line:
