@@ -106,8 +106,10 @@ import (
 // bytes), a stream frame by frame (one frame per Read), then the recorded
 // stream tail, then the recorded body error. A recorded failure is returned by
 // RoundTrip, and a recorded body error by the body's Read, as a
-// *TransportError of the recorded type: a Timeout is a net.Error whose
-// Timeout() is true, a ConnectionReset matches syscall.ECONNRESET. A
+// *TransportError of the recorded type and text: a Timeout is a net.Error
+// whose Timeout() is true, a ConnectionReset matches syscall.ECONNRESET (the
+// text is what base returned; http.Client may wrap it differently, adding
+// "(Client.Timeout exceeded …)" only when its own timer fired). A
 // divergence is returned by RoundTrip (the SDK wraps it in a *url.Error;
 // errors.Is(err, ErrDiverged) still holds).
 //

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -184,7 +185,7 @@ func recordAndReplay(t *testing.T, f *fakeLLM, agent replay.Agent) (*trace.Trace
 	require.NoError(t, err)
 	assert.Equal(t, before, f.requests.Load(), "requests to the server during the frozen replay")
 	assert.Equal(t, rec.Output, res.Output, "what the agent saw on replay")
-	assert.Equal(t, tr.Totals.LLMCalls, res.Served)
+	assert.Equal(t, tr.Totals.LLMCalls+tr.Totals.ToolCalls, res.Served)
 	assert.Zero(t, res.Executed)
 	assertEquivalent(t, tr, res.Trace)
 	return tr, res
@@ -819,3 +820,67 @@ func BenchmarkTransportJSON(b *testing.B) { benchTransport(b, false) }
 
 // BenchmarkTransportStream is BenchmarkTransportJSON for a 6-frame stream.
 func BenchmarkTransportStream(b *testing.B) { benchTransport(b, true) }
+
+// TestTransportInAMultiStepAgent records an agent that mixes tools (one
+// failing), replay.LLM, a streamed Anthropic call and a JSON OpenAI call
+// through the transport, state writes and a decision; the saved bundle is
+// strictly valid and replays frozen with nothing executed.
+func TestTransportInAMultiStepAgent(t *testing.T) {
+	t.Parallel()
+	f := newFakeLLM(t)
+	base := newBase(t)
+	var tools, models atomic.Int64
+	lookup := replay.Tool("lookup", func(_ context.Context, city string) (string, error) {
+		tools.Add(1)
+		return "weather in " + city + ": sunny", nil
+	})
+	charge := replay.Tool("charge", func(_ context.Context, cents int) (string, error) {
+		tools.Add(1)
+		return "", errors.New("card declined")
+	})
+	agent := func(ctx context.Context, _ trace.Value) (any, error) {
+		w, err := lookup(ctx, "Kathmandu")
+		if err != nil {
+			return nil, err
+		}
+		if err := replay.Set(ctx, "weather", w); err != nil {
+			return nil, err
+		}
+		plan, err := replay.LLM(ctx, replay.Request{Provider: "local", Model: "planner",
+			Messages: []replay.Message{{Role: "user", Content: w}}},
+			func(context.Context, replay.Request) (replay.Response, error) {
+				models.Add(1)
+				return replay.Response{Content: "stream a summary"}, nil
+			})
+		if err != nil {
+			return nil, err
+		}
+		streamed, err := do(ctx, t, base, f, httpCall{path: "/v1/messages", stream: true,
+			body: `{"model":"claude-sonnet-4-5","stream":true,"messages":[{"role":"user","content":"` + plan.Content + `"}]}`})
+		if err != nil {
+			return nil, err
+		}
+		_, chargeErr := charge(ctx, 1299)
+		route := replay.Decide(ctx, "after-charge", map[bool]string{true: "apologise", false: "confirm"}[chargeErr != nil])
+		final, err := do(ctx, t, base, f, httpCall{path: "/v1/chat/completions",
+			body: `{"model":"gpt-4o","messages":[{"role":"user","content":"` + route + `"}]}`})
+		if err != nil {
+			return nil, err
+		}
+		if err := replay.Set(ctx, "route", route); err != nil {
+			return nil, err
+		}
+		return map[string]any{"stream": streamed, "final": final, "route": route, "charge": chargeErr.Error()}, nil
+	}
+	tr, res := recordAndReplay(t, f, agent)
+	assert.Equal(t, int64(2), tools.Load(), "tool executions: only while recording")
+	assert.Equal(t, int64(1), models.Load(), "replay.LLM executions: only while recording")
+	assert.Equal(t, int64(2), f.requests.Load(), "HTTP model calls: only while recording")
+	assert.Equal(t, 3, tr.Totals.LLMCalls)
+	assert.Equal(t, 2, tr.Totals.ToolCalls)
+	assert.Equal(t, 5, res.Served)
+	out := res.Output.(map[string]any)
+	assert.Equal(t, "apologise", out["route"])
+	assert.Equal(t, "card declined", out["charge"])
+	assert.Equal(t, frames(t, "/v1/messages", "claude-sonnet-4-5", -1), out["stream"].(exchange).Body)
+}
