@@ -884,3 +884,90 @@ func TestTransportInAMultiStepAgent(t *testing.T) {
 	assert.Equal(t, "card declined", out["charge"])
 	assert.Equal(t, frames(t, "/v1/messages", "claude-sonnet-4-5", -1), out["stream"].(exchange).Body)
 }
+
+func TestTransportNamesProviderAndModel(t *testing.T) {
+	t.Parallel()
+	rt := cannedRT{ct: "application/json", body: []byte(`{"ok":true}`)}
+	tests := []struct {
+		url, body  string
+		provider   string
+		model      string
+		recordedIn string
+	}{
+		{"https://api.openai.com/v1/chat/completions", `{"model":"gpt-4o"}`, "openai", "gpt-4o", `{"model":"gpt-4o"}`},
+		{"https://api.openai.com/v1/responses", `{"model":"o3"}`, "openai", "o3", `{"model":"o3"}`},
+		{"https://api.anthropic.com/v1/messages", `{"model":"claude-opus-4"}`, "anthropic", "claude-opus-4", `{"model":"claude-opus-4"}`},
+		{"https://api.groq.com/openai/v1/chat/completions", `{"model":"llama-3.3-70b"}`, "groq", "llama-3.3-70b", `{"model":"llama-3.3-70b"}`},
+		{"https://openrouter.ai/api/v1/chat/completions", `{"model":"x/y"}`, "openrouter", "x/y", `{"model":"x/y"}`},
+		{"https://generativelanguage.googleapis.com/v1beta/openai/chat/completions", `{"model":"gemini-2.5-flash"}`, "google", "gemini-2.5-flash", `{"model":"gemini-2.5-flash"}`},
+		{"https://acme.openai.azure.com/openai/deployments/prod-4o/chat/completions?api-version=2024-10-21", `{"messages":[]}`, "azure", "prod-4o", `{"messages":[]}`},
+		{"http://localhost:11434/v1/chat/completions", `{"model":"qwen3"}`, "openai", "qwen3", `{"model":"qwen3"}`},
+		{"http://localhost:8080/v1/messages", `{"model":"local-claude"}`, "anthropic", "local-claude", `{"model":"local-claude"}`},
+		{"http://localhost:8080/v1/chat/completions", `hello, not JSON`, "openai", "unknown", `"hello, not JSON"`},
+		{"http://localhost:8080/v1/chat/completions", ``, "openai", "unknown", `null`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.url+" "+tc.body, func(t *testing.T) {
+			t.Parallel()
+			agent := func(ctx context.Context, _ trace.Value) (any, error) {
+				req, err := http.NewRequestWithContext(ctx, http.MethodPost, tc.url, strings.NewReader(tc.body))
+				if err != nil {
+					return nil, err
+				}
+				resp, err := (&http.Client{Transport: replay.Transport(rt)}).Do(req)
+				if err != nil {
+					return nil, err
+				}
+				defer resp.Body.Close()
+				b, err := io.ReadAll(resp.Body)
+				return string(b), err
+			}
+			rec, err := replay.Record(context.Background(), "names", nil, agent)
+			require.NoError(t, err)
+			req := find(t, rec.Trace, trace.LLMRequest, tc.model)
+			assert.Equal(t, tc.provider, req.Provider)
+			assert.Equal(t, tc.recordedIn, req.Input.Canonical())
+			res, err := replay.Replay(context.Background(), rec.Trace, agent)
+			require.NoError(t, err)
+			assert.Equal(t, `{"ok":true}`, res.Output)
+		})
+	}
+}
+
+func TestTransportErrorBehavesLikeTheRecordedError(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		typ       string
+		is        error
+		timeout   bool
+		temporary bool
+	}{
+		{"Timeout", context.DeadlineExceeded, true, true},
+		{"Canceled", context.Canceled, false, false},
+		{"ConnectionReset", syscall.ECONNRESET, false, true},
+		{"ConnectionRefused", syscall.ECONNREFUSED, false, false},
+		{"UnexpectedEOF", io.ErrUnexpectedEOF, false, false},
+		{"TransportError", nil, false, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.typ, func(t *testing.T) {
+			t.Parallel()
+			var err error = &replay.TransportError{Type: tc.typ, Message: "recorded text"}
+			assert.Equal(t, "recorded text", err.Error())
+			assert.ErrorIs(t, err, replay.ErrRecordedFailure)
+			assert.NotErrorIs(t, err, replay.ErrDiverged)
+			if tc.is != nil {
+				assert.ErrorIs(t, err, tc.is)
+			}
+			for _, other := range []error{context.DeadlineExceeded, context.Canceled, syscall.ECONNRESET, syscall.ECONNREFUSED, io.ErrUnexpectedEOF, io.EOF} {
+				if other != tc.is {
+					assert.NotErrorIs(t, err, other)
+				}
+			}
+			var ne net.Error
+			require.ErrorAs(t, err, &ne)
+			assert.Equal(t, tc.timeout, ne.Timeout())
+			assert.Equal(t, tc.temporary, ne.Temporary()) //nolint:staticcheck // part of net.Error
+		})
+	}
+}
