@@ -597,12 +597,35 @@ func servedResponse(req *http.Request, v trace.Value) (*http.Response, error) {
 	if v.Kind() != trace.Object {
 		return nil, fmt.Errorf("expected an object with \"status\", got %s", preview(v))
 	}
-	status, ok := v.Get("status").Int()
+	var f struct{ status, headers, body, text, b64, stream, tail, bodyErr, closed trace.Value }
+	for k, m := range v.Members() { // one pass: Get would scan the stream once per key
+		switch k {
+		case "status":
+			f.status = m
+		case "headers":
+			f.headers = m
+		case "body":
+			f.body = m
+		case "body_text":
+			f.text = m
+		case "body_base64":
+			f.b64 = m
+		case "stream":
+			f.stream = m
+		case "stream_tail":
+			f.tail = m
+		case "body_error":
+			f.bodyErr = m
+		case "closed_early":
+			f.closed = m
+		}
+	}
+	status, ok := f.status.Int()
 	if !ok || status < 100 || status > 999 {
-		return nil, fmt.Errorf("\"status\" must be an HTTP status code, got %s", previewOrMissing(v.Get("status")))
+		return nil, fmt.Errorf("\"status\" must be an HTTP status code, got %s", previewOrMissing(f.status))
 	}
 	h := http.Header{}
-	for k, hv := range v.Get("headers").Members() {
+	for k, hv := range f.headers.Members() {
 		s, ok := hv.Str()
 		if !ok {
 			return nil, fmt.Errorf("header %q must be a string, got %s", k, preview(hv))
@@ -610,9 +633,9 @@ func servedResponse(req *http.Request, v trace.Value) (*http.Response, error) {
 		h.Set(k, s)
 	}
 	var berr error
-	if e := v.Get("body_error"); !e.IsAbsent() {
-		typ, _ := e.Get("type").Str()
-		msg, _ := e.Get("message").Str()
+	if !f.bodyErr.IsAbsent() {
+		typ, _ := f.bodyErr.Get("type").Str()
+		msg, _ := f.bodyErr.Get("message").Str()
 		berr = &TransportError{Type: typ, Message: msg}
 	}
 	resp := &http.Response{
@@ -623,32 +646,32 @@ func servedResponse(req *http.Request, v trace.Value) (*http.Response, error) {
 		ContentLength: -1,
 		Request:       req,
 	}
-	if st := v.Get("stream"); !st.IsAbsent() {
-		if st.Kind() != trace.Array {
-			return nil, fmt.Errorf("\"stream\" must be an array of frames, got %s", preview(st))
+	if !f.stream.IsAbsent() {
+		if f.stream.Kind() != trace.Array {
+			return nil, fmt.Errorf("\"stream\" must be an array of frames, got %s", preview(f.stream))
 		}
 		ss := &servedStream{err: berr}
-		for _, f := range st.Elems() {
-			if f.Kind() != trace.Object {
-				return nil, fmt.Errorf("a stream frame must be an object, got %s", preview(f))
+		for _, fr := range f.stream.Elems() {
+			if fr.Kind() != trace.Object {
+				return nil, fmt.Errorf("a stream frame must be an object, got %s", preview(fr))
 			}
-			ss.frames = append(ss.frames, f)
+			ss.frames = append(ss.frames, fr)
 		}
-		if tail, ok := v.Get("stream_tail").Str(); ok {
+		if tail, ok := f.tail.Str(); ok {
 			ss.tail = []byte(tail)
 		}
-		if closed, _ := v.Get("closed_early").BoolOf(); closed && berr == nil {
+		if closed, _ := f.closed.BoolOf(); closed && berr == nil {
 			ss.err = &TransportError{Type: "UnexpectedEOF", Message: "replay: the recording ends here: the agent closed the response body before the end of the stream when it was recorded"}
 		}
 		resp.Body = ss
 		return resp, nil
 	}
 	var b []byte
-	if body := v.Get("body"); !body.IsAbsent() {
-		b = body.Bytes()
-	} else if text, ok := v.Get("body_text").Str(); ok {
+	if !f.body.IsAbsent() {
+		b = f.body.Bytes()
+	} else if text, ok := f.text.Str(); ok {
 		b = []byte(text)
-	} else if enc, ok := v.Get("body_base64").Str(); ok {
+	} else if enc, ok := f.b64.Str(); ok {
 		dec, err := base64.StdEncoding.DecodeString(enc)
 		if err != nil {
 			return nil, fmt.Errorf("\"body_base64\" is not base64: %w", err)

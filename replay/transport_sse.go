@@ -108,19 +108,38 @@ func frameData(b []byte) trace.Value {
 
 // renderFrame writes a recorded frame back in the wire format.
 func renderFrame(f trace.Value) []byte {
+	var fields [3]string // event, id, retry
+	var has [3]bool
+	var data trace.Value
+	for k, m := range f.Members() {
+		i := -1
+		switch k {
+		case "data":
+			data = m
+		case "event":
+			i = 0
+		case "id":
+			i = 1
+		case "retry":
+			i = 2
+		}
+		if i >= 0 {
+			fields[i], has[i] = m.Str()
+		}
+	}
 	var b []byte
-	for _, k := range [...]string{"event", "id", "retry"} {
-		if s, ok := f.Get(k).Str(); ok {
+	for i, k := range [...]string{"event", "id", "retry"} {
+		if has[i] {
 			b = append(b, k...)
 			b = append(b, ": "...)
-			b = append(b, s...)
+			b = append(b, fields[i]...)
 			b = append(b, '\n')
 		}
 	}
-	switch d := f.Get("data"); d.Kind() {
+	switch data.Kind() {
 	case trace.Absent:
 	case trace.String:
-		s, _ := d.Str()
+		s, _ := data.Str()
 		for line := range strings.SplitSeq(s, "\n") {
 			b = append(b, "data: "...)
 			b = append(b, line...)
@@ -128,7 +147,7 @@ func renderFrame(f trace.Value) []byte {
 		}
 	default:
 		b = append(b, "data: "...)
-		b = append(b, d.Canonical()...)
+		b = append(b, data.Canonical()...)
 		b = append(b, '\n')
 	}
 	return append(b, '\n')
