@@ -59,13 +59,70 @@ var fieldNames = [numFields]string{
 	"completion_tokens", "total_tokens", "cost_usd", "error_type", "message", "run_status",
 }
 
-var fieldByName = func() map[string]eventField {
-	m := make(map[string]eventField, numFields)
-	for i, n := range fieldNames {
-		m[n] = eventField(i)
+// lookupField returns the field a key names. A switch on the key compiles
+// to a search on length and bytes, which is cheaper than a map lookup on
+// every key of every line.
+func lookupField(key []byte) (eventField, bool) {
+	switch string(key) {
+	case "id":
+		return fID, true
+	case "run_id":
+		return fRunID, true
+	case "parent_id":
+		return fParentID, true
+	case "step":
+		return fStep, true
+	case "type":
+		return fType, true
+	case "timestamp":
+		return fTimestamp, true
+	case "duration_ms":
+		return fDuration, true
+	case "status":
+		return fStatus, true
+	case "replay_policy":
+		return fPolicy, true
+	case "input_hash":
+		return fInputHash, true
+	case "output_hash":
+		return fOutputHash, true
+	case "redactions":
+		return fRedactions, true
+	case "provider":
+		return fProvider, true
+	case "model":
+		return fModel, true
+	case "name":
+		return fName, true
+	case "key":
+		return fKey, true
+	case "input":
+		return fInput, true
+	case "output":
+		return fOutput, true
+	case "before":
+		return fBefore, true
+	case "after":
+		return fAfter, true
+	case "details":
+		return fDetails, true
+	case "prompt_tokens":
+		return fPromptTokens, true
+	case "completion_tokens":
+		return fCompletionTokens, true
+	case "total_tokens":
+		return fTotalTokens, true
+	case "cost_usd":
+		return fCost, true
+	case "error_type":
+		return fErrorType, true
+	case "message":
+		return fMessage, true
+	case "run_status":
+		return fRunStatus, true
 	}
-	return m
-}()
+	return 0, false
+}
 
 // typeFields lists, per event type, the type-specific keys in the order
 // Pydantic writes them.
@@ -90,6 +147,7 @@ type eventDecoder struct {
 	// statuses, run ids, tool and model names), so that each is allocated
 	// once rather than once per event.
 	intern map[string]string
+	last   [numFields]string // the last interned value of each field
 	// hashOnly makes payload fields hash their canonical bytes into sums
 	// (input side, output side) instead of keeping them: the event then
 	// carries elidedPayload in their place. ValidateBundle uses it to
@@ -147,7 +205,7 @@ func (d *eventDecoder) decode(line []byte, ev *Event) error {
 		}
 		c.pos++
 		c.skipSpace()
-		f, known := fieldByName[string(key)]
+		f, known := lookupField(key)
 		if !known {
 			if err := d.skip(); err != nil {
 				return err
@@ -279,8 +337,12 @@ func internable(f eventField) bool {
 
 // internString returns b as a string, shared with earlier lines that held
 // the same bytes.
-func (d *eventDecoder) internString(b []byte) string {
+func (d *eventDecoder) internString(f eventField, b []byte) string {
+	if s := d.last[f]; s == string(b) { // most lines repeat the last value
+		return s
+	}
 	if s, ok := d.intern[string(b)]; ok {
+		d.last[f] = s
 		return s
 	}
 	s := string(b)
@@ -290,6 +352,7 @@ func (d *eventDecoder) internString(b []byte) string {
 	if len(d.intern) < maxInterned {
 		d.intern[s] = s
 	}
+	d.last[f] = s
 	return s
 }
 
@@ -330,7 +393,7 @@ func (d *eventDecoder) str(f eventField, nullable bool) (string, error) {
 		return "", fmt.Errorf("%w: %s must be a non-empty string", errInvalidEvent, fieldNames[f])
 	}
 	if internable(f) {
-		return d.internString(b), nil
+		return d.internString(f, b), nil
 	}
 	return string(b), nil
 }

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -433,6 +435,54 @@ func TestValidateCanceled(t *testing.T) {
 	}
 }
 
+// countdownCtx is a context whose Err turns to context.Canceled after
+// a number of calls, so that a test can cancel a validation at a known
+// point of the stream.
+type countdownCtx struct {
+	context.Context
+	calls, after int
+}
+
+func (c *countdownCtx) Err() error {
+	c.calls++
+	if c.calls > c.after {
+		return context.Canceled
+	}
+	return nil
+}
+
+// TestValidateBundleCanceledMidway cancels a streaming validation after
+// 1024 events (ValidateBundle looks at the context every 1024 events) and
+// checks that the report says so and that no goroutine of the decoding
+// pipeline is left behind. It is not parallel: it counts goroutines.
+func TestValidateBundleCanceledMidway(t *testing.T) {
+	p := bundleOf(t, built(t, func(b *Builder) {
+		b.RunStart(nil)
+		for i := range 5000 {
+			b.State("k", i, i+1)
+		}
+		b.RunEnd(RunCompleted, nil)
+	}))
+	before := runtime.NumGoroutine()
+	for _, procs := range []int{1, 2, 4} {
+		old := runtime.GOMAXPROCS(procs)
+		ctx := &countdownCtx{Context: context.Background(), after: 1}
+		rep := ValidateBundle(p, CheckIntegrity(), WithContext(ctx))
+		runtime.GOMAXPROCS(old)
+		if !errors.Is(rep.Canceled, context.Canceled) || rep.Events != 1024 || rep.Valid() || rep.Integrity != nil {
+			t.Errorf("GOMAXPROCS=%d: Canceled=%v Events=%d Valid=%v Integrity=%v; want canceled after 1024 events, no integrity result",
+				procs, rep.Canceled, rep.Events, rep.Valid(), rep.Integrity)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		t.Errorf("%d goroutines after the canceled validations, %d before: the pipeline leaks", n, before)
+	}
+}
+
 // TestValidateVectors checks the expected outcome of every shared bundle
 // (testvectors/stepfork/README.md, stepfork-format.md §13), streaming and in
 // memory.
@@ -830,5 +880,75 @@ func TestIssueString(t *testing.T) {
 		if got := tt.is.String(); got != tt.want {
 			t.Errorf("String() = %q, want %q", got, tt.want)
 		}
+	}
+}
+
+// TestDecodeEventsWorkers checks that the batched, parallel decoding of
+// ValidateBundle yields the same events and the same first error as the
+// sequential reader, with errors placed across batch boundaries.
+func TestDecodeEventsWorkers(t *testing.T) {
+	t.Parallel()
+	long := func(b *Builder) {
+		b.RunStart(nil)
+		for i := range 400 {
+			b.State("k", i, i+1)
+		}
+		b.RunEnd(RunCompleted, nil)
+	}
+	tests := []struct {
+		name string
+		edit func(string) string
+	}{
+		{"clean", func(s string) string { return s }},
+		{"blank line in the second batch", editLine(249, func(string) string { return "" })},
+		{"bad event at a batch boundary", editLine(127, replace(`"type":"state_change"`, `"type":"nope"`))},
+		{"two errors, the first wins", func(s string) string {
+			s = editLine(300, func(string) string { return "{" })(s)
+			return editLine(5, func(string) string { return "[]" })(s)
+		}},
+		{"truncated last line", func(s string) string { return strings.TrimSuffix(s, "\n")[:len(s)-20] }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p := bundleOf(t, built(t, long))
+			editFile(t, p, EventsFile, tt.edit)
+			type result struct {
+				IDs    []string
+				Hashes int
+				Err    string
+				Digest string
+			}
+			run := func(workers, limit int) result {
+				r, err := Open(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer r.Close()
+				var res result
+				err = decodeEvents(r, true, workers, func(ev *Event, sums *payloadSums) bool {
+					res.IDs = append(res.IDs, ev.ID)
+					if sums.out.ok {
+						res.Hashes++
+					}
+					return limit == 0 || len(res.IDs) < limit
+				})
+				if err != nil {
+					res.Err = err.Error()
+				} else if limit == 0 {
+					res.Digest = r.EventsDigest()
+				}
+				return res
+			}
+			want := run(1, 0)
+			for _, workers := range []int{2, 3, 8} {
+				if diff := cmp.Diff(want, run(workers, 0)); diff != "" {
+					t.Errorf("%d workers differ from the sequential reader (-want +got):\n%s", workers, diff)
+				}
+			}
+			if got := run(2, 150); len(got.IDs) != min(150, len(want.IDs)) || got.Err != "" && len(want.IDs) >= 150 {
+				t.Errorf("stopping after 150 events: got %d events, error %q", len(got.IDs), got.Err)
+			}
+		})
 	}
 }
