@@ -189,6 +189,28 @@ func BenchmarkCanonicalHash(b *testing.B) {
 			i++
 		})
 	})
+	b.Run("HashJSON", func(b *testing.B) { // public API: reused buffer, hex result
+		i := 0
+		cpuLoop(b, int64(total/len(payloads)), func() {
+			if _, err := HashJSON(payloads[i%len(payloads)]); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		})
+	})
+	b.Run("AppendCanonical", func(b *testing.B) { // public API into the caller's buffer
+		var buf []byte
+		i := 0
+		cpuLoop(b, int64(total/len(payloads)), func() {
+			out, err := AppendCanonical(buf[:0], payloads[i%len(payloads)])
+			if err != nil {
+				b.Fatal(err)
+			}
+			buf = out
+			sha256.Sum256(out)
+			i++
+		})
+	})
 	b.Run("reused", func(b *testing.B) { // the decoder's path: scratch buffers reused
 		var c canonicalizer
 		var buf []byte

@@ -91,6 +91,53 @@ func Canonicalize(data []byte) ([]byte, error) {
 	return out, nil
 }
 
+// AppendCanonical appends the canonical form of the JSON text data to dst
+// and returns the extended slice, like Canonicalize but into the caller's
+// buffer: with a buffer reused from call to call it allocates nothing. On
+// error it returns dst unchanged and the error.
+func AppendCanonical(dst, data []byte) ([]byte, error) {
+	c := canonicalizers.Get().(*canonicalizer)
+	defer func() {
+		c.in, c.out = nil, nil
+		canonicalizers.Put(c)
+	}()
+	out, err := c.run(data, dst)
+	if err != nil {
+		return dst, err
+	}
+	return out, nil
+}
+
+// HashJSON returns the payload hash of the JSON text data: the lowercase hex
+// SHA-256 of its canonical form, what Hash returns for the parsed value. It
+// canonicalizes into a reused buffer, so that the only allocation is the
+// returned string. Errors are those of Canonicalize.
+//
+//	h, err := trace.HashJSON([]byte(`{"b": 1, "a": [1.0, "x"]}`))
+//	// h == trace.Hash(trace.MustParse(`{"a":[1.0,"x"],"b":1}`))
+func HashJSON(data []byte) (string, error) {
+	c := canonicalizers.Get().(*canonicalizer)
+	defer func() {
+		c.in, c.out = nil, nil
+		canonicalizers.Put(c)
+	}()
+	out, err := c.run(data, c.hashBuf[:0])
+	if err != nil {
+		return "", err
+	}
+	if cap(out) <= maxPooledBuf {
+		c.hashBuf = out
+	}
+	sum := sha256.Sum256(out)
+	var hx [2 * sha256.Size]byte
+	hex.Encode(hx[:], sum[:])
+	return string(hx[:]), nil
+}
+
+// maxPooledBuf bounds the buffer a pooled canonicalizer keeps for HashJSON,
+// so that one huge payload does not stay pinned in the pool.
+const maxPooledBuf = 1 << 20
+
 // canonicalizers keeps canonicalizers, whose scratch buffers are worth
 // reusing between calls.
 var canonicalizers = sync.Pool{New: func() any { return new(canonicalizer) }}
@@ -108,6 +155,7 @@ type canonicalizer struct {
 	members []member
 	keys    []byte // decoded keys that needed unescaping
 	tmp     []byte // scratch for reordering an object
+	hashBuf []byte // HashJSON's output buffer
 	runeBuf [utf8.UTFMax]byte
 }
 
