@@ -39,7 +39,8 @@
 //
 // # How the packages fit
 //
-//	trace   ←  replay  ←  fork  ←  assert  ←  sftest
+// Each package builds on the ones before it:
+// trace ← replay ← fork ← assert ← sftest.
 //
 //   - [github.com/stepfork/stepfork/trace] is the bundle: events, manifest,
 //     canonical JSON and hashes, redaction, integrity, streaming reads, and
