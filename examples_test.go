@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/stepfork/stepfork/fork"
 	"github.com/stepfork/stepfork/replay"
 	"github.com/stepfork/stepfork/trace"
@@ -407,5 +409,32 @@ func TestExampleTraces(t *testing.T) {
 				t.Errorf("frozen replay executed %d call(s) (result says %d); want none", n, res.Executed)
 			}
 		})
+	}
+}
+
+// TestReadmeQuickStart keeps the test of README.md's "Quick start in a test"
+// identical to examples/quickstart/refund_test.go, which the examples module
+// runs: the README shows a test that passes.
+func TestReadmeQuickStart(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile(filepath.Join("examples", "quickstart", "refund_test.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "## Quick start in a test\n")
+	if !ok {
+		t.Fatal(`README.md has no "## Quick start in a test" section`)
+	}
+	_, block, ok := strings.Cut(section, "```go\n")
+	if !ok {
+		t.Fatal("the quick start section of README.md has no ```go block")
+	}
+	block, _, _ = strings.Cut(block, "```\n")
+	if block != string(want) {
+		t.Errorf("README.md's quick start test differs from examples/quickstart/refund_test.go; copy one over the other:\n%s",
+			cmp.Diff(string(want), block))
 	}
 }
