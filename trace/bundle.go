@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -335,35 +336,18 @@ func mergeRedactions(old, add []RedactionEntry) []RedactionEntry {
 	return out
 }
 
-// Encode returns the bytes of the bundle's files as Save writes them, keyed by
-// file name, including integrity.json. tr must already be Prepared.
-func (tr *Trace) encode() ([]bundleFile, error) {
-	files := []bundleFile{
-		{ManifestFile, appendManifest(nil, &tr.Manifest)},
-		{EventsFile, nil},
-		{RedactionsFile, appendRedactions(nil, tr.Redactions)},
-	}
-	var ev []byte
-	for i := range tr.Events {
-		ev = appendEvent(ev, &tr.Events[i])
-		ev = append(ev, '\n')
-	}
-	files[1].data = ev
-	names := make([]string, 0, len(tr.Extras))
-	for name := range tr.Extras {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	for _, name := range names {
-		files = append(files, bundleFile{name, tr.Extras[name]})
-	}
-	files = append(files, bundleFile{IntegrityFile, appendIntegrity(nil, files)})
-	return files, nil
-}
-
 type bundleFile struct {
 	name string
 	data []byte
+	sum  *[sha256.Size]byte // the digest of data, when known
+}
+
+// digest returns the SHA-256 of the file's bytes.
+func (f *bundleFile) digest() [sha256.Size]byte {
+	if f.sum != nil {
+		return *f.sum
+	}
+	return sha256.Sum256(f.data)
 }
 
 // Save writes the trace as a bundle directory at path.
@@ -374,7 +358,8 @@ type bundleFile struct {
 // integrity.json into a temporary sibling directory, which is then renamed
 // into place. An existing bundle is replaced only with Overwrite; it is moved
 // to a backup first and restored on failure. tr itself is not changed except
-// for Path.
+// for Path. Save streams events.jsonl through a BundleWriter, so the encoded
+// events are never all in memory at once.
 func (tr *Trace) Save(path string, opts ...SaveOption) error {
 	var cfg saveConfig
 	for _, o := range opts {
@@ -388,61 +373,82 @@ func (tr *Trace) Save(path string, opts ...SaveOption) error {
 	if err != nil {
 		return storageErr(err, "%s: %v", path, err)
 	}
-	files, err := prep.encode()
+	w, err := newBundleWriter(path, prep.Manifest, cfg)
 	if err != nil {
-		return storageErr(err, "%s: %v", path, err)
+		return err
 	}
-	if err := writeBundle(path, files, cfg.overwrite); err != nil {
+	w.existing = prep.Redactions
+	w.extras = prep.Extras
+	for i := range prep.Events {
+		if err := w.writeEncoded(&prep.Events[i], nil); err != nil {
+			return err
+		}
+	}
+	if err := w.Close(); err != nil {
 		return err
 	}
 	tr.Path = path
 	return nil
 }
 
-// writeBundle writes files into a temporary sibling of path and renames it
-// into place, keeping a backup of an existing bundle until the swap is done.
-func writeBundle(path string, files []bundleFile, overwrite bool) error {
-	replace := false
+// checkDest applies the overwrite rules to the bundle path: it may not
+// exist, be an empty directory, or (with overwrite) be a bundle, which is
+// then to be replaced.
+func checkDest(path string, overwrite bool) (replace bool, err error) {
 	switch st, err := os.Lstat(path); {
 	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
 	case err != nil:
-		return storageErr(err, "%s: %v", path, err)
+		return false, storageErr(err, "%s: %v", path, err)
 	case !st.IsDir():
-		return storageErr(nil, "%s exists and is not a directory", path)
-	default:
-		entries, err := os.ReadDir(path)
-		if err != nil {
-			return storageErr(err, "%s: %v", path, err)
-		}
-		if len(entries) > 0 {
-			if !overwrite {
-				return storageErr(fs.ErrExist, "%s already exists and is not empty; pass trace.Overwrite() to replace it", path)
-			}
-			for _, name := range coreFiles {
-				if st, err := os.Stat(filepath.Join(path, name)); err != nil || !st.Mode().IsRegular() {
-					return storageErr(nil, "%s is not a valid .sftrace bundle; refusing to overwrite it", path)
-				}
-			}
-		}
-		replace = true
+		return false, storageErr(nil, "%s exists and is not a directory", path)
 	}
+	entries, err := os.ReadDir(path)
+	if err != nil {
+		return false, storageErr(err, "%s: %v", path, err)
+	}
+	if len(entries) > 0 {
+		if !overwrite {
+			return false, storageErr(fs.ErrExist, "%s already exists and is not empty; pass trace.Overwrite() to replace it", path)
+		}
+		for _, name := range coreFiles {
+			if st, err := os.Stat(filepath.Join(path, name)); err != nil || !st.Mode().IsRegular() {
+				return false, storageErr(nil, "%s is not a valid .sftrace bundle; refusing to overwrite it", path)
+			}
+		}
+	}
+	return true, nil
+}
+
+// makeTemp creates the temporary sibling directory a bundle is written into.
+func makeTemp(path string) (string, error) {
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return storageErr(err, "%s: %v", dir, err)
+		return "", storageErr(err, "%s: %v", dir, err)
 	}
 	tmp := filepath.Join(dir, "."+base+".tmp-"+hexUUID())
 	if err := os.Mkdir(tmp, 0o755); err != nil {
-		return storageErr(err, "%s: %v", path, err)
+		return "", storageErr(err, "%s: %v", path, err)
 	}
+	return tmp, nil
+}
+
+// commitBundle renames the finished temporary directory into place, keeping
+// a backup of an existing bundle until the swap is done. On failure the
+// temporary directory is removed and the old bundle is where it was.
+func commitBundle(path, tmp string, overwrite bool) error {
 	cleanup := func() { os.RemoveAll(tmp) }
-	for _, f := range files {
-		if err := writeFileSync(filepath.Join(tmp, f.name), f.data); err != nil {
-			cleanup()
-			return storageErr(err, "%s: writing %s: %v", path, f.name, err)
-		}
+	replace, err := checkDest(path, overwrite) // again: it may have changed
+	if err != nil {
+		cleanup()
+		return err
+	}
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
 	}
 	syncDir(tmp)
 	if !replace {

@@ -156,7 +156,10 @@ type canonicalizer struct {
 	keys    []byte // decoded keys that needed unescaping
 	tmp     []byte // scratch for reordering an object
 	hashBuf []byte // HashJSON's output buffer
-	runeBuf [utf8.UTFMax]byte
+	// checkKeys makes object set sensitive when a key is one that
+	// redaction redacts (IsSensitiveKey).
+	checkKeys, sensitive bool
+	runeBuf              [utf8.UTFMax]byte
 }
 
 // byteTable holds every byte value at its own index, so that a one-byte
@@ -354,6 +357,9 @@ func (c *canonicalizer) object() error {
 			m.keyEnd = len(c.keys)
 			c.pos = save
 		}
+		if c.checkKeys && !c.sensitive && sensitiveKeyBytes(c.key(m)) {
+			c.sensitive = true
+		}
 		if len(c.members) > base {
 			switch cmp := bytes.Compare(c.key(c.members[len(c.members)-1]), c.key(m)); {
 			case cmp == 0:
@@ -418,6 +424,34 @@ func (c *canonicalizer) reorder(base, objStart int) error {
 	}
 	c.out = append(c.out[:objStart], c.tmp...)
 	return nil
+}
+
+// sensitiveKeyBytes is IsSensitiveKey without allocating for ASCII keys.
+// Normalizing never lengthens a key, so keys shorter than the shortest
+// sensitive key (6 letters) are not sensitive.
+func sensitiveKeyBytes(key []byte) bool {
+	if len(key) < 6 {
+		return false
+	}
+	var buf [14]byte
+	n := 0
+	for _, c := range key {
+		switch {
+		case c >= 'a' && c <= 'z' || c >= '0' && c <= '9':
+		case c >= 'A' && c <= 'Z':
+			c += 'a' - 'A'
+		case c >= 0x80:
+			return IsSensitiveKey(string(key)) // Unicode lowercasing
+		default:
+			continue
+		}
+		if n == len(buf) {
+			return false
+		}
+		buf[n] = c
+		n++
+	}
+	return sensitiveKeys[string(buf[:n])]
 }
 
 // plainString reports whether the JSON string at the cursor (its opening

@@ -236,7 +236,7 @@ func appendIntegrity(dst []byte, files []bundleFile) []byte {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		sum := sha256.Sum256(f.data)
+		sum := f.digest() // events.jsonl is hashed while it is streamed
 		dst = append(dst, "\n    "...)
 		dst = appendQuoted(dst, f.name)
 		dst = append(dst, ": \""...)

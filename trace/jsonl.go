@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -154,6 +155,15 @@ type eventDecoder struct {
 	// check payload hashes without allocating the payloads.
 	hashOnly bool
 	sums     [2]payloadSum
+	// track makes the decoder note what savedForm needs: each payload's
+	// digest, its bytes in the line (spans, by the slot of sums), whether
+	// those bytes are already the payload's file form (exact), and, in
+	// the canonicalizer, whether any object key is sensitive.
+	track bool
+	spans [2][2]int
+	exact [2]bool
+	ff    []byte // scratch for the file form of a payload
+	enc   []byte // scratch for re-encoding a line
 }
 
 // elidedPayload stands in for a payload that a hash-only decoder did not
@@ -168,7 +178,9 @@ const maxInterned = 512
 func (d *eventDecoder) decode(line []byte, ev *Event) error {
 	*ev = Event{}
 	d.sums = [2]payloadSum{}
+	d.spans, d.exact = [2][2]int{}, [2]bool{}
 	c := &d.c
+	c.checkKeys, c.sensitive = d.track, false
 	c.in, c.pos, c.depth = line, 0, 0
 	defer func() { c.in = nil }()
 	c.skipSpace()
@@ -429,12 +441,14 @@ func (d *eventDecoder) intLit(f eventField, nullable bool) (*int64, error) {
 // payloadOrSum reads a payload, or in hash-only mode records the SHA-256 of
 // its canonical form in d.sums[slot] (0: the input_hash side, 1: the
 // output_hash side, as stepfork-format.md §3.3 pairs them) and returns
-// elidedPayload.
+// elidedPayload. When tracking, it records the digest in both modes, and
+// the payload's bytes in the line.
 func (d *eventDecoder) payloadOrSum(slot int) (Value, error) {
-	if !d.hashOnly {
+	if !d.hashOnly && !d.track {
 		return d.payload()
 	}
 	c := &d.c
+	start := c.pos
 	save := c.out
 	c.out = d.buf[:0]
 	err := c.value()
@@ -443,7 +457,78 @@ func (d *eventDecoder) payloadOrSum(slot int) (Value, error) {
 		return Value{}, err
 	}
 	d.sums[slot] = payloadSum{ok: true, sum: sha256.Sum256(d.buf)}
-	return elidedPayload, nil
+	if d.track {
+		d.spans[slot] = [2]int{start, c.pos}
+		d.exact[slot] = d.fileForm(c.in[start:c.pos])
+	}
+	if d.hashOnly {
+		return elidedPayload, nil
+	}
+	return Value{string(d.buf)}, nil
+}
+
+// fileForm reports whether raw, the text of a payload in a line, is the
+// form Save writes for it: its canonical bytes (in d.buf), with floats in
+// Pydantic's style. Only floats with a negative exponent differ between the
+// two (1e-05 is written 0.00001), so a payload without "e-" needs just one
+// comparison.
+func (d *eventDecoder) fileForm(raw []byte) bool {
+	if !bytes.Contains(d.buf, []byte("e-")) {
+		return bytes.Equal(d.buf, raw)
+	}
+	d.ff = appendFileForm(d.ff[:0], Value{string(d.buf)})
+	return bytes.Equal(d.ff, raw)
+}
+
+// savedForm reports whether line, just decoded into ev by a tracking
+// decoder, is byte for byte what Save writes for ev: Save would find
+// nothing to redact (no sensitive key in a payload, nothing that may be a
+// credential anywhere in the line), the stored payload hashes are those of
+// the payloads, and re-encoding the event (its payloads taken from the line,
+// once known to be in file form) gives the line back.
+func (d *eventDecoder) savedForm(line []byte, ev *Event) bool {
+	if !d.track || d.c.sensitive || mayHoldCredentialBytes(line) {
+		return false
+	}
+	if !d.sums[0].storedAs(ev.InputHash) || !d.sums[1].storedAs(ev.OutputHash) {
+		return false
+	}
+	var raw [2][]byte
+	for slot, sp := range d.spans {
+		if sp[1] > 0 {
+			if !d.exact[slot] {
+				return false
+			}
+			raw[slot] = line[sp[0]:sp[1]]
+		}
+	}
+	d.enc = appendEventWith(d.enc[:0], ev, &raw)
+	return bytes.Equal(d.enc, line)
+}
+
+// storedAs reports whether a stored payload hash is what Save would store:
+// the digest's hex for a payload, "" without one.
+func (p *payloadSum) storedAs(stored string) bool {
+	if !p.ok {
+		return stored == ""
+	}
+	return p.matches(stored)
+}
+
+// mayHoldCredentialBytes is mayHoldCredential over bytes. In a line in
+// canonical form every substring it looks for appears as it is, since none
+// of their characters is escaped.
+func mayHoldCredentialBytes(b []byte) bool {
+	if bytes.Contains(b, []byte("sk-")) || bytes.Contains(b, []byte("ghp_")) ||
+		bytes.Contains(b, []byte("gho_")) || bytes.Contains(b, []byte("github_pat_")) {
+		return true
+	}
+	for i := 0; i+6 <= len(b); i++ {
+		if c := b[i]; (c == 'b' || c == 'B') && bytes.EqualFold(b[i:i+6], []byte("bearer")) {
+			return true
+		}
+	}
+	return false
 }
 
 // payload reads any JSON value into its canonical form.
@@ -624,7 +709,18 @@ func appendTimestamp(dst []byte, t time.Time) []byte {
 // appendEvent appends ev as one compact line of events.jsonl (without the
 // newline), with Pydantic's key order and number formats. Absent payloads are
 // written as null, as Pydantic writes every field.
-func appendEvent(dst []byte, ev *Event) []byte {
+func appendEvent(dst []byte, ev *Event) []byte { return appendEventWith(dst, ev, nil) }
+
+// appendEventWith is appendEvent, with the payloads of the slots that raw
+// holds (0: input or before; 1: output, after or details) copied from raw
+// instead of being encoded.
+func appendEventWith(dst []byte, ev *Event, raw *[2][]byte) []byte {
+	payload := func(dst []byte, v Value, slot int) []byte {
+		if raw != nil && raw[slot] != nil {
+			return append(dst, raw[slot]...)
+		}
+		return appendPayload(dst, v)
+	}
 	dst = append(dst, `{"id":`...)
 	dst = appendQuoted(dst, ev.ID)
 	dst = append(dst, `,"run_id":`...)
@@ -669,15 +765,15 @@ func appendEvent(dst []byte, ev *Event) []byte {
 		case fKey:
 			dst = appendNullableString(dst, ev.Key)
 		case fInput:
-			dst = appendPayload(dst, ev.Input)
+			dst = payload(dst, ev.Input, 0)
 		case fOutput:
-			dst = appendPayload(dst, ev.Output)
+			dst = payload(dst, ev.Output, 1)
 		case fBefore:
-			dst = appendPayload(dst, ev.Before)
+			dst = payload(dst, ev.Before, 0)
 		case fAfter:
-			dst = appendPayload(dst, ev.After)
+			dst = payload(dst, ev.After, 1)
 		case fDetails:
-			dst = appendPayload(dst, ev.Details)
+			dst = payload(dst, ev.Details, 1)
 		case fPromptTokens:
 			dst = appendNullableInt(dst, ev.PromptTokens)
 		case fCompletionTokens:

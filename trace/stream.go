@@ -34,6 +34,11 @@ type Reader struct {
 	lines      lineReader
 	dec        eventDecoder
 	done       bool
+
+	cur   []byte // the line of the event last yielded
+	curEv *Event // and that event
+	skip  bool   // SkipPayloads was called
+	full  *eventDecoder
 }
 
 // Open opens the bundle at path for streaming. It reads and checks
@@ -91,8 +96,10 @@ func (r *Reader) Events() iter.Seq2[*Event, error] {
 			return
 		}
 		var ev Event
+		r.curEv = &ev
 		for {
 			line, n, err := r.lines.next()
+			r.cur = nil
 			if err == io.EOF {
 				r.done = true
 				return
@@ -105,11 +112,58 @@ func (r *Reader) Events() iter.Seq2[*Event, error] {
 				yield(nil, err)
 				return
 			}
+			r.cur = line
+			if r.skip {
+				ev.Input, ev.Output, ev.Before, ev.After, ev.Details = Value{}, Value{}, Value{}, Value{}, Value{}
+			}
 			if !yield(&ev, nil) {
 				return
 			}
 		}
 	}
+}
+
+// RawLine returns the line of events.jsonl that the event last yielded by
+// Events was decoded from, without its line ending. It is valid until the
+// loop body returns; copy it to keep it.
+func (r *Reader) RawLine() []byte { return r.cur }
+
+// CheckSavedForm makes Events note, for every event, what SavedForm needs:
+// it hashes each payload and looks for anything redaction would change,
+// which costs about as much as validating the payload hashes. Call it
+// before Events.
+func (r *Reader) CheckSavedForm() { r.dec.track = true }
+
+// SkipPayloads makes Events leave the payload fields (Input, Output,
+// Before, After, Details) of the events it yields absent: every payload is
+// still parsed, checked and hashed, but not kept, which makes reading about
+// half as costly. Decode gives the current event in full when it is
+// needed. Call it before Events.
+func (r *Reader) SkipPayloads() { r.skip, r.dec.hashOnly = true, true }
+
+// SavedForm reports whether the line of the event last yielded by Events
+// (RawLine) is byte for byte what Save writes for that event: compact, in
+// Save's key order and number formats, with payload hashes that match the
+// payloads, and with nothing that redaction would change. Such a line can
+// be copied into another bundle as it is (BundleWriter.WriteRaw); since the
+// payload hashes do not cover run_id, it may be copied under another run id.
+// It is false unless CheckSavedForm was called before Events. Bundles that
+// Save or Python stepfork wrote hold only such lines, unless they were
+// edited by hand.
+func (r *Reader) SavedForm() bool {
+	return r.cur != nil && r.dec.savedForm(r.cur, r.curEv)
+}
+
+// Decode decodes the line of the event last yielded by Events again, in
+// full, into ev: with SkipPayloads, this is how to get an event's payloads.
+func (r *Reader) Decode(ev *Event) error {
+	if r.cur == nil {
+		return fmt.Errorf("%s: Decode called outside the loop over Events", r.lines.name)
+	}
+	if r.full == nil {
+		r.full = new(eventDecoder)
+	}
+	return r.full.decodeLine(r.cur, r.lines.n, r.lines.name, ev)
 }
 
 // EventsDigest returns the SHA-256 (lowercase hex) of the bytes of
