@@ -35,7 +35,9 @@
 // again from its beginning, every call before that position is served from the
 // recording, and the calls after it run under the change. A tool call of the
 // tail that the recording does not hold is blocked by the side-effect guard
-// unless the test allows it by name, so a fork never refunds anyone.
+// unless the test allows it by name, so a fork never refunds anyone. The
+// examples module runs this test (examples/refund/refund_test.go) on an agent
+// built on the official OpenAI Go SDK.
 //
 // # How the packages fit
 //
