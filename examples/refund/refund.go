@@ -150,6 +150,7 @@ func (e *PolicyViolation) Error() string {
 type Agent struct {
 	cfg    Config
 	client openai.Client
+	run    replay.Agent
 
 	lookupOrder     func(context.Context, OrderQuery) (Order, error)
 	getPolicy       func(context.Context, PolicyQuery) (Policy, error)
@@ -180,13 +181,14 @@ func New(cfg Config) *Agent {
 	a.getPolicy = replay.Tool("get_refund_policy", getRefundPolicy)
 	a.issueRefund = replay.Tool("issue_refund", a.issueRefundTool)
 	a.requestApproval = replay.Tool("request_approval", a.requestApprovalTool)
+	a.run = replay.Typed(a.Handle)
 	return a
 }
 
 // Run is the agent as a replay.Agent: its input is a Request as JSON, its
 // output an Outcome. It is what tests record, replay and fork.
 func (a *Agent) Run(ctx context.Context, input trace.Value) (any, error) {
-	return replay.Typed(a.Handle)(ctx, input)
+	return a.run(ctx, input)
 }
 
 // Handle triages one refund request.

@@ -352,6 +352,9 @@ func TestLive(t *testing.T) {
 			if got := lines(t, w.ledger); len(got) != tt.wantLedger {
 				t.Errorf("ledger %q; want %d line(s)", got, tt.wantLedger)
 			}
+			if got := lines(t, w.queue); len(got) != tt.wantQueue {
+				t.Errorf("approvals queue %q; want %d line(s)", got, tt.wantQueue)
+			}
 			if got := w.asked.Load(); got != tt.wantAsked {
 				t.Errorf("approver asked %d time(s); want %d", got, tt.wantAsked)
 			}
@@ -376,4 +379,20 @@ func TestLiveEndpoint(t *testing.T) {
 	t.Logf("live run: status %s, error %v", rec.Trace.Status, err)
 	assert.ToolCalled(t, rec, "lookup_order")
 	sftest.Replay(t, rec.Trace, agent.Run)
+}
+
+// TestWrongAPIKey: the server's refusal reaches the caller as the SDK's error,
+// naming the phase, and nothing is paid.
+func TestWrongAPIKey(t *testing.T) {
+	t.Parallel()
+	ai := newFakeOpenAI(t)
+	ledger := filepath.Join(t.TempDir(), "ledger.tsv")
+	agent := refund.New(refund.Config{BaseURL: ai.BaseURL(), APIKey: "sk-wrong", LedgerPath: ledger})
+	_, err := agent.Handle(t.Context(), smallRequest)
+	if err == nil || !strings.Contains(err.Error(), "decide: model call:") || !strings.Contains(err.Error(), "401") {
+		t.Errorf("error %v; want the decide phase's model call refused with 401", err)
+	}
+	if got := lines(t, ledger); len(got) != 0 {
+		t.Errorf("ledger %q; want it empty", got)
+	}
 }
