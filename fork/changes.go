@@ -28,6 +28,7 @@ type ChangeError struct {
 	Msg    string
 }
 
+// Error returns the error message.
 func (e *ChangeError) Error() string { return e.Change + ": " + e.Msg }
 
 // Is makes every ChangeError match ErrInvalidChange.
@@ -38,6 +39,7 @@ func (e *ChangeError) Is(target error) bool { return target == ErrInvalidChange 
 // prompt:write. Drop one — …").
 type ConflictError struct{ Conflicts []string }
 
+// Error returns the error message.
 func (e *ConflictError) Error() string {
 	return "conflicting changes:\n  " + strings.Join(e.Conflicts, "\n  ")
 }
@@ -140,6 +142,7 @@ func OnEvent(id string) Target { return Target{EventID: id} }
 // the tool or model name.
 func OnCall(name string, occurrence int) Target { return Target{Name: name, Occurrence: occurrence} }
 
+// String describes the target ("step 5", "event evt_1", "search call 2").
 func (t Target) String() string {
 	switch {
 	case t.HasStep:

@@ -23,6 +23,7 @@ type PointError struct {
 	Msg   string
 }
 
+// Error returns the error message.
 func (e *PointError) Error() string {
 	if e.Point == "" {
 		return e.Msg

@@ -98,6 +98,7 @@ type ExhaustedError struct {
 	msg   string
 }
 
+// Error returns the error message.
 func (e *ExhaustedError) Error() string { return e.msg }
 
 // Is makes every ExhaustedError match ErrDiverged.
@@ -113,6 +114,7 @@ type PolicyError struct {
 	msg   string
 }
 
+// Error returns the error message.
 func (e *PolicyError) Error() string { return e.msg }
 
 // Is makes every PolicyError match ErrDiverged.
@@ -159,6 +161,7 @@ type BlockedError struct {
 	Reason string
 }
 
+// Error returns the error message.
 func (e *BlockedError) Error() string {
 	return fmt.Sprintf("%s call '%s' was blocked: %s", e.Kind, e.Label, e.Reason)
 }

@@ -41,6 +41,7 @@ type CanonicalError struct {
 	Msg string
 }
 
+// Error returns the error message.
 func (e *CanonicalError) Error() string {
 	if e.Off < 0 {
 		return e.Msg

@@ -205,6 +205,7 @@ type LineError struct {
 	Err  error // the underlying error, if any
 }
 
+// Error returns the error message.
 func (e *LineError) Error() string { return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg) }
 
 // Unwrap returns the underlying error.

@@ -72,6 +72,7 @@ const (
 	SeverityWarning                 // suspicious, but stepfork accepts it
 )
 
+// String returns the name of the severity.
 func (s Severity) String() string {
 	if s == SeverityWarning {
 		return "warning"
@@ -195,6 +196,7 @@ func (r *Report) Err() error {
 // ValidationError is a report with at least one error, as an error.
 type ValidationError struct{ Report *Report }
 
+// Error returns the error message.
 func (e *ValidationError) Error() string {
 	var b strings.Builder
 	name := e.Report.Path

@@ -30,6 +30,7 @@ const (
 
 var kindNames = [...]string{"absent", "null", "bool", "int", "float", "string", "array", "object"}
 
+// String returns the name of the kind ("int", "object", …).
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
 		return kindNames[k]
