@@ -142,7 +142,7 @@ func OnEvent(id string) Target { return Target{EventID: id} }
 // the tool or model name.
 func OnCall(name string, occurrence int) Target { return Target{Name: name, Occurrence: occurrence} }
 
-// String describes the target ("step 5", "event evt_1", "search call 2").
+// String describes the target ("step 5", "event evt_1", "'search' call 2").
 func (t Target) String() string {
 	switch {
 	case t.HasStep:
