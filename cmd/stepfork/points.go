@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/stepfork/stepfork/fork"
 	"github.com/stepfork/stepfork/trace"
 )
 
@@ -18,7 +19,13 @@ event id (for fork --at-step and --at-event), what happens there (a model or
 tool call and its result, a state change, an error, a named phase entered or
 left, a decision, a parameter read), its name, which occurrence of that name
 it is (1-based: the 2nd call of search_flights), and the named phase it is
-in.`,
+in.
+
+Every step is a point for fork --at-step, which keeps the events up to and
+including it. The points between calls are also where a counterfactual fork
+(fork.Run in Go) can re-execute the agent from; for those the last column
+says which point it is ("before 'write' execution 1"), as fork.Points names
+them.`,
 	minArgs: 1, maxArgs: 1,
 	setup: func(fs *flag.FlagSet) func(*env, []string) int {
 		o := &pointsOptions{}
@@ -37,18 +44,23 @@ type forkPoint struct {
 	name       string
 	occurrence int    // 1-based, per kind and name
 	node       string // innermost named phase the event is in, "" at top level
+	before     string // the counterfactual fork point at this event, "" if it is not one
 }
 
-// forkPoints lists the fork points of a run: every event, with runtime
-// markers read as what they are. (fork.Points of package fork will list the
-// counterfactual addresses; this is the listing of the static points.)
+// forkPoints lists the fork points of a run: every event (a static fork
+// point), with runtime markers read as what they are, and for the events that
+// are counterfactual fork points (fork.Points) their description.
 func forkPoints(tr *trace.Trace) []forkPoint {
+	before := map[string]string{}
+	for _, p := range fork.Points(tr) {
+		before[p.EventID] = p.Description
+	}
 	seen := map[string]int{}
 	var nodes []string
 	out := make([]forkPoint, 0, len(tr.Events))
 	for i := range tr.Events {
 		ev := &tr.Events[i]
-		p := forkPoint{step: ev.Step, eventID: ev.ID, kind: string(ev.Type), name: ev.Label()}
+		p := forkPoint{step: ev.Step, eventID: ev.ID, kind: string(ev.Type), name: ev.Label(), before: before[ev.ID]}
 		switch ev.Type {
 		case trace.LLMRequest, trace.LLMResponse:
 			if ev.Type == trace.LLMRequest || ev.Model != "" {
@@ -106,7 +118,8 @@ func (o *pointsOptions) run(e *env, path string) int {
 		items := make([][]byte, len(points))
 		for i, p := range points {
 			items[i] = newObject().int("step", int64(p.step)).str("event_id", p.eventID).str("kind", p.kind).
-				str("name", redact(p.name)).int("occurrence", int64(p.occurrence)).optStr("node", redact(p.node)).bytes()
+				str("name", redact(p.name)).int("occurrence", int64(p.occurrence)).optStr("node", redact(p.node)).
+				optStr("counterfactual", redact(p.before)).bytes()
 		}
 		e.writeJSON(newObject().str("path", path).str("run_id", tr.RunID).str("agent_name", redact(tr.AgentName)).
 			int("events", int64(len(tr.Events))).raw("points", array(items)).bytes())
@@ -118,12 +131,13 @@ func (o *pointsOptions) run(e *env, path string) int {
 	e.printf("Agent:   %s\n", clean(tr.AgentName))
 	e.printf("Events:  %d\n", len(tr.Events))
 	e.println("")
-	t := &table{header: []string{"Step", "Event", "Kind", "Name", "#", "Node"}}
+	t := &table{header: []string{"Step", "Event", "Kind", "Name", "#", "Node", "Counterfactual point"}}
 	for _, p := range points {
-		t.add(strconv.Itoa(p.step), clean(p.eventID), p.kind, clean(p.name), strconv.Itoa(p.occurrence), clean(p.node))
+		t.add(strconv.Itoa(p.step), clean(p.eventID), p.kind, clean(p.name), strconv.Itoa(p.occurrence), clean(p.node), clean(p.before))
 	}
 	t.write(e)
 	e.println("")
 	e.printf("Fork at one: stepfork fork %s --at-step N (or --at-event ID)\n", shellQuote(clean(path)))
+	e.println("In Go, re-execute from a counterfactual point with fork.Run(ctx, base, fork.Step(N), agent, changes...).")
 	return exitOK
 }
