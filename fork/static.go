@@ -142,6 +142,13 @@ type Options struct {
 	RunID string
 	// Now gives the fork timestamp; nil means time.Now.
 	Now func() time.Time
+	// NoTrace leaves Result.Trace nil for a fork of a path. The kept events
+	// are then never held in memory nor decoded in full: their payloads
+	// are only hashed, and lines already in the form Save writes are
+	// copied as they are, so a fork at step N costs about the reading and
+	// writing of N lines. `stepfork fork` sets it. It does not change a
+	// fork of a *trace.Trace.
+	NoTrace bool
 }
 
 // Engine forks one trace in memory. It is the low-level form of Trace.
@@ -290,25 +297,18 @@ func forkPath(path string, point Point, opts Options) (*Result, error) {
 	if parentPath == "" {
 		parentPath = path
 	}
-	src := source{
-		manifest:   r.Manifest(),
-		redactions: r.Redactions(),
-		events:     r.Events(),
-		parentPath: parentPath,
-		parentFork: parentFork,
-		saved:      true,
-	}
-	made, err := forkSource(&src, point, opts)
-	res.OriginalEventCount = max(src.scanned, r.Manifest().Totals.Events)
-	if src.complete {
-		res.OriginalEventCount = src.scanned
+	var sc scan
+	made, err := forkStream(r, parentFork, parentPath, point, opts, out, !opts.NoTrace, &sc)
+	res.OriginalEventCount = max(sc.scanned, r.Manifest().Totals.Events)
+	if sc.complete {
+		res.OriginalEventCount = sc.scanned
 	}
 	if err != nil {
 		return res, err
 	}
 	res.fill(made.forked, made.info)
-	if err := save(made.forked, out, opts.Overwrite); err != nil {
-		return res, err
+	if opts.NoTrace {
+		res.Trace = nil
 	}
 	res.ForkedTracePath = made.forked.Path
 	res.Success = true
@@ -317,7 +317,7 @@ func forkPath(path string, point Point, opts Options) (*Result, error) {
 
 func (r *Result) fill(forked *trace.Trace, info *Info) {
 	r.Trace, r.Info = forked, info
-	r.ForkedEventCount = len(forked.Events)
+	r.ForkedEventCount = forked.Totals.Events
 	r.ForkPointStep, r.ForkPointEventID = info.ForkPointStep, info.ForkPointEventID
 	r.OverridesApplied = info.OverridesApplied
 }
@@ -380,10 +380,6 @@ type source struct {
 	events     iter.Seq2[*trace.Event, error]
 	parentPath string
 	parentFork []byte // the parent's fork.json, if it is a fork itself
-	// saved says the events come from a bundle on disk, so they are already
-	// redacted and hashed: only overridden events need preparing, and Save
-	// prepares the whole trace once more anyway.
-	saved bool
 
 	scanned  int  // events read from the stream
 	complete bool // the stream was read to its end
@@ -408,49 +404,64 @@ type seenEvent struct {
 	typ  trace.EventType
 }
 
-func forkSource(src *source, point Point, opts Options) (*made, error) {
-	if err := point.check(); err != nil {
-		return nil, err
-	}
-	targets, err := checkOverrides(opts.Overrides)
-	if err != nil {
-		return nil, err
-	}
+// keptMeta is what the checks of a fork need to know of a kept event.
+type keptMeta struct {
+	id, parent string
+	step       int
+	typ        trace.EventType
+}
 
-	// Read the events up to the fork point. Past it, read on only to
-	// diagnose overrides that name events the fork does not keep.
-	var kept []trace.Event
-	var pointFound, done, stopped bool
-	maxStep := -1
+func metaOf(ev *trace.Event) keptMeta {
+	return keptMeta{id: ev.ID, parent: ev.ParentID, step: ev.Step, typ: ev.Type}
+}
+
+// scan is one pass over the events of the trace being forked: the events up
+// to the fork point are kept, and past it the pass reads on only to
+// diagnose overrides that name events the fork does not keep.
+type scan struct {
+	kept        []keptMeta
+	pointFound  bool
+	maxStep     int
+	beyondSteps map[int]bool
+	beyondIDs   map[string]seenEvent
+	scanned     int  // events read
+	complete    bool // the stream was read to its end
+}
+
+// run reads events, passing every kept event to keep, in order. The event
+// is the stream's: keep must copy what it keeps.
+func (s *scan) run(events iter.Seq2[*trace.Event, error], point Point, targets []target, keep func(*trace.Event)) error {
+	var done, stopped bool
+	s.maxStep = -1
 	var pendingSteps map[int]bool
 	var pendingIDs map[string]bool
-	beyondSteps := map[int]bool{}
-	beyondIDs := map[string]seenEvent{}
-	for ev, err := range src.events {
+	s.beyondSteps, s.beyondIDs = map[int]bool{}, map[string]seenEvent{}
+	for ev, err := range events {
 		if err != nil {
-			return nil, &ForkError{Msg: fmt.Sprintf("cannot read the trace to fork: %v", err), Err: err}
+			return &ForkError{Msg: fmt.Sprintf("cannot read the trace to fork: %v", err), Err: err}
 		}
-		src.scanned++
-		maxStep = max(maxStep, ev.Step)
+		s.scanned++
+		s.maxStep = max(s.maxStep, ev.Step)
 		if !done {
 			if !point.HasStep || ev.Step <= point.Step {
-				kept = append(kept, *ev)
+				s.kept = append(s.kept, metaOf(ev))
+				keep(ev)
 				if point.HasStep {
-					pointFound = pointFound || ev.Step == point.Step
+					s.pointFound = s.pointFound || ev.Step == point.Step
 					continue
 				}
 				if ev.ID != point.EventID {
 					continue
 				}
-				pointFound = true
+				s.pointFound = true
 			}
 			// The fork point is passed (or is this event).
 			done = true
-			if !pointFound {
+			if !s.pointFound {
 				stopped = true
 				break
 			}
-			pendingSteps, pendingIDs = unresolved(targets, kept)
+			pendingSteps, pendingIDs = unresolved(targets, s.kept)
 			if len(pendingSteps) == 0 && len(pendingIDs) == 0 {
 				stopped = true
 				break
@@ -460,11 +471,11 @@ func forkSource(src *source, point Point, opts Options) (*made, error) {
 			}
 		}
 		if pendingSteps[ev.Step] {
-			beyondSteps[ev.Step] = true
+			s.beyondSteps[ev.Step] = true
 			delete(pendingSteps, ev.Step)
 		}
 		if pendingIDs[ev.ID] {
-			beyondIDs[ev.ID] = seenEvent{ev.Step, ev.Type}
+			s.beyondIDs[ev.ID] = seenEvent{ev.Step, ev.Type}
 			delete(pendingIDs, ev.ID)
 		}
 		if len(pendingSteps) == 0 && len(pendingIDs) == 0 {
@@ -472,62 +483,109 @@ func forkSource(src *source, point Point, opts Options) (*made, error) {
 			break
 		}
 	}
-	src.complete = !stopped
-	if !pointFound {
+	s.complete = !stopped
+	return nil
+}
+
+// check runs the checks that need every kept event, in the order their
+// errors are reported: the fork point, the overrides, the structure. It
+// returns the overrides chosen, by index of kept event, and the fork point
+// event.
+func (s *scan) check(point Point, targets []target) (map[int]target, keptMeta, error) {
+	if !s.pointFound {
 		if point.HasStep {
-			return nil, forkErr(ErrPointNotFound, "step %d not found in trace", point.Step)
+			return nil, keptMeta{}, forkErr(ErrPointNotFound, "step %d not found in trace", point.Step)
 		}
-		return nil, forkErr(ErrPointNotFound, "event %s not found in trace", point.EventID)
+		return nil, keptMeta{}, forkErr(ErrPointNotFound, "event %s not found in trace", point.EventID)
 	}
-	last := kept[len(kept)-1]
-
-	applied, err := resolveOverrides(targets, kept, last, beyondSteps, beyondIDs, maxStep)
+	last := s.kept[len(s.kept)-1]
+	chosen, err := resolveOverrides(targets, s.kept, last, s.beyondSteps, s.beyondIDs, s.maxStep)
 	if err != nil {
-		return nil, err
+		return nil, last, err
 	}
-	if err := checkStructure(kept, last); err != nil {
-		return nil, err
+	if err := checkStructure(s.kept, last); err != nil {
+		return nil, last, err
 	}
+	return chosen, last, nil
+}
 
-	// The parent's provenance, if it is a fork itself.
+// forkRunID returns the run id of the fork and the ancestors its fork.json
+// lists: the parent's provenance, if the parent is a fork itself.
+func forkRunID(opts Options, parentRunID string, parentFork []byte) (string, []Info, error) {
 	var ancestors []Info
-	if src.parentFork != nil {
-		pi, err := parseInfo(src.parentFork, src.manifest.RunID)
+	if parentFork != nil {
+		pi, err := parseInfo(parentFork, parentRunID)
 		if err != nil {
-			return nil, &ForkError{Msg: fmt.Sprintf("cannot fork: the trace's %s is invalid: %v", InfoFile, err), Err: err}
+			return "", nil, &ForkError{Msg: fmt.Sprintf("cannot fork: the trace's %s is invalid: %v", InfoFile, err), Err: err}
 		}
 		ancestors = append([]Info{pi.withoutAncestors()}, pi.Ancestors...)
 	}
-
 	runID := opts.RunID
 	if runID == "" {
 		runID = "run_" + strings.ReplaceAll(uuid.NewString(), "-", "")
 	}
-	if runID == src.manifest.RunID || slices.ContainsFunc(ancestors, func(a Info) bool { return a.ParentRunID == runID }) {
-		return nil, &ForkError{Msg: fmt.Sprintf("Options.RunID %s is the run id of the trace being forked or of an ancestor; a fork needs a new run id (leave RunID empty for a fresh one)", runID)}
+	if runID == parentRunID || slices.ContainsFunc(ancestors, func(a Info) bool { return a.ParentRunID == runID }) {
+		return "", nil, &ForkError{Msg: fmt.Sprintf("Options.RunID %s is the run id of the trace being forked or of an ancestor; a fork needs a new run id (leave RunID empty for a fresh one)", runID)}
 	}
-	forked := buildFork(src, kept, runID, applied)
-	prep, err := prepare(forked, applied, src.saved)
-	if err != nil {
-		return nil, &ForkError{Msg: fmt.Sprintf("cannot fork: %v", err), Err: err}
-	}
+	return runID, ancestors, nil
+}
 
+// newInfo is the fork's provenance, without its overrides.
+func newInfo(opts Options, runID string, parent *trace.Manifest, parentPath string, point Point, last keptMeta, ancestors []Info) *Info {
 	now := time.Now
 	if opts.Now != nil {
 		now = opts.Now
 	}
-	info := &Info{
+	return &Info{
 		Kind:             KindStatic,
 		RunID:            runID,
-		ParentRunID:      src.manifest.RunID,
-		ParentTracePath:  src.parentPath,
+		ParentRunID:      parent.RunID,
+		ParentTracePath:  parentPath,
 		ForkPoint:        point.String(),
-		ForkPointStep:    last.Step,
-		ForkPointEventID: last.ID,
+		ForkPointStep:    last.step,
+		ForkPointEventID: last.id,
 		ForkTimestamp:    now().UTC().Truncate(time.Microsecond),
-		OverridesApplied: len(applied),
 		Ancestors:        ancestors,
 	}
+}
+
+func forkSource(src *source, point Point, opts Options) (*made, error) {
+	if err := point.check(); err != nil {
+		return nil, err
+	}
+	targets, err := checkOverrides(opts.Overrides)
+	if err != nil {
+		return nil, err
+	}
+	var kept []trace.Event
+	var sc scan
+	err = sc.run(src.events, point, targets, func(ev *trace.Event) { kept = append(kept, *ev) })
+	src.scanned, src.complete = sc.scanned, sc.complete
+	if err != nil {
+		return nil, err
+	}
+	chosen, last, err := sc.check(point, targets)
+	if err != nil {
+		return nil, err
+	}
+	applied := make([]appliedOverride, 0, len(chosen))
+	for i, t := range chosen {
+		orig, _ := trace.RedactValue(kept[i].Output)
+		applied = append(applied, appliedOverride{t: t, index: i, originalHash: trace.Hash(orig)})
+	}
+	slices.SortFunc(applied, func(a, b appliedOverride) int { return a.index - b.index })
+
+	runID, ancestors, err := forkRunID(opts, src.manifest.RunID, src.parentFork)
+	if err != nil {
+		return nil, err
+	}
+	forked := buildFork(src, kept, runID, applied)
+	prep, err := forked.Prepared()
+	if err != nil {
+		return nil, &ForkError{Msg: fmt.Sprintf("cannot fork: %v", err), Err: err}
+	}
+	info := newInfo(opts, runID, &src.manifest, src.parentPath, point, last, ancestors)
+	info.OverridesApplied = len(applied)
 	for _, a := range applied {
 		ev := &prep.Events[a.index]
 		info.Overrides = append(info.Overrides, AppliedOverride{
@@ -603,7 +661,7 @@ func checkOverrides(overrides []Override) ([]target, error) {
 // unresolved returns the step and event-id targets the kept events do not
 // hold: the scan goes on past the fork point to tell "beyond the fork" from
 // "not in the trace".
-func unresolved(targets []target, kept []trace.Event) (map[int]bool, map[string]bool) {
+func unresolved(targets []target, kept []keptMeta) (map[int]bool, map[string]bool) {
 	steps, ids := map[int]bool{}, map[string]bool{}
 	for _, t := range targets {
 		if t.o.HasStep {
@@ -613,8 +671,8 @@ func unresolved(targets []target, kept []trace.Event) (map[int]bool, map[string]
 		}
 	}
 	for i := range kept {
-		delete(steps, kept[i].Step)
-		delete(ids, kept[i].ID)
+		delete(steps, kept[i].step)
+		delete(ids, kept[i].id)
 	}
 	return steps, ids
 }
@@ -627,27 +685,27 @@ type appliedOverride struct {
 
 // resolveOverrides maps every override to a kept event, or explains why it
 // cannot be: every problem is reported, in the order of the overrides.
-func resolveOverrides(targets []target, kept []trace.Event, last trace.Event, beyondSteps map[int]bool, beyondIDs map[string]seenEvent, maxStep int) ([]appliedOverride, error) {
+func resolveOverrides(targets []target, kept []keptMeta, last keptMeta, beyondSteps map[int]bool, beyondIDs map[string]seenEvent, maxStep int) (map[int]target, error) {
 	if len(targets) == 0 {
 		return nil, nil
 	}
 	byID := make(map[string]int, len(kept))
 	byStep := make(map[int][]int, len(kept))
 	for i := range kept {
-		if _, dup := byID[kept[i].ID]; !dup {
-			byID[kept[i].ID] = i
+		if _, dup := byID[kept[i].id]; !dup {
+			byID[kept[i].id] = i
 		}
-		byStep[kept[i].Step] = append(byStep[kept[i].Step], i)
+		byStep[kept[i].step] = append(byStep[kept[i].step], i)
 	}
-	forkEnd := fmt.Sprintf("the fork ends at step %d (fork point event %s)", last.Step, last.ID)
+	forkEnd := fmt.Sprintf("the fork ends at step %d (fork point event %s)", last.step, last.id)
 	var problems []string
 	chosen := map[int]target{} // kept index → override
 	overridable := func(i int, what string) bool {
-		switch kept[i].Type {
+		switch kept[i].typ {
 		case trace.ToolResult, trace.LLMResponse:
 			return true
 		}
-		problems = append(problems, fmt.Sprintf("override targets %s (%s); only tool_result and llm_response can be overridden", what, kept[i].Type))
+		problems = append(problems, fmt.Sprintf("override targets %s (%s); only tool_result and llm_response can be overridden", what, kept[i].typ))
 		return false
 	}
 	// Event-id overrides first: they beat a step override of the same event.
@@ -681,7 +739,7 @@ func resolveOverrides(targets []target, kept []trace.Event, last trace.Event, be
 		case len(idx) > 1:
 			var names []string
 			for _, i := range idx {
-				names = append(names, fmt.Sprintf("%s (%s)", kept[i].ID, kept[i].Type))
+				names = append(names, fmt.Sprintf("%s (%s)", kept[i].id, kept[i].typ))
 			}
 			problems = append(problems, fmt.Sprintf("override targets step %d, which %d events share: %s; target one by event_id", s, len(idx), strings.Join(names, ", ")))
 		case len(idx) == 1:
@@ -703,36 +761,30 @@ func resolveOverrides(targets []target, kept []trace.Event, last trace.Event, be
 	if len(problems) > 0 {
 		return nil, forkErr(ErrInvalidOverrides, "invalid overrides: %s", strings.Join(problems, "; "))
 	}
-	applied := make([]appliedOverride, 0, len(chosen))
-	for i, t := range chosen {
-		orig, _ := trace.RedactValue(kept[i].Output)
-		applied = append(applied, appliedOverride{t: t, index: i, originalHash: trace.Hash(orig)})
-	}
-	slices.SortFunc(applied, func(a, b appliedOverride) int { return a.index - b.index })
-	return applied, nil
+	return chosen, nil
 }
 
 // checkStructure refuses a fork whose kept events would not validate: a
 // parent that is not kept before its child, a step lower than the previous
 // one, an event id used twice. These can only come from an invalid trace.
-func checkStructure(kept []trace.Event, last trace.Event) error {
+func checkStructure(kept []keptMeta, last keptMeta) error {
 	seen := make(map[string]int, len(kept))
 	prev := 0
 	for i := range kept {
 		ev := &kept[i]
-		if i > 0 && ev.Step < prev {
-			return forkErr(ErrBrokenTrace, "cannot fork: event %s step %d is less than the previous step %d; the trace is invalid (run stepfork validate)", ev.ID, ev.Step, prev)
+		if i > 0 && ev.step < prev {
+			return forkErr(ErrBrokenTrace, "cannot fork: event %s step %d is less than the previous step %d; the trace is invalid (run stepfork validate)", ev.id, ev.step, prev)
 		}
-		prev = ev.Step
-		if _, dup := seen[ev.ID]; dup {
-			return forkErr(ErrBrokenTrace, "cannot fork: event id %s appears more than once; the trace is invalid (run stepfork validate)", ev.ID)
+		prev = ev.step
+		if _, dup := seen[ev.id]; dup {
+			return forkErr(ErrBrokenTrace, "cannot fork: event id %s appears more than once; the trace is invalid (run stepfork validate)", ev.id)
 		}
-		if ev.ParentID != "" {
-			if _, ok := seen[ev.ParentID]; !ok {
-				return forkErr(ErrBrokenTrace, "cannot fork at step %d: event %s (step %d) has parent %s, which the fork would not keep before it", last.Step, ev.ID, ev.Step, ev.ParentID)
+		if ev.parent != "" {
+			if _, ok := seen[ev.parent]; !ok {
+				return forkErr(ErrBrokenTrace, "cannot fork at step %d: event %s (step %d) has parent %s, which the fork would not keep before it", last.step, ev.id, ev.step, ev.parent)
 			}
 		}
-		seen[ev.ID] = i
+		seen[ev.id] = i
 	}
 	return nil
 }
@@ -792,36 +844,6 @@ func buildFork(src *source, kept []trace.Event, runID string, applied []appliedO
 		reds = append(reds, r)
 	}
 	return &trace.Trace{Manifest: m, Events: kept, Redactions: reds}
-}
-
-// prepare returns the fork as Save would write it. A trace read from a bundle
-// was redacted and hashed when it was saved, so only the overridden events
-// and the totals need doing (Save does the rest again); any other trace gets
-// the full trace.Prepared.
-func prepare(tr *trace.Trace, applied []appliedOverride, saved bool) (*trace.Trace, error) {
-	if !saved {
-		return tr.Prepared()
-	}
-	tr.Totals.Events, tr.Totals.LLMCalls, tr.Totals.ToolCalls = len(tr.Events), 0, 0
-	for i := range tr.Events {
-		switch tr.Events[i].Type {
-		case trace.LLMRequest:
-			tr.Totals.LLMCalls++
-		case trace.ToolCall:
-			tr.Totals.ToolCalls++
-		}
-	}
-	for _, a := range applied {
-		ev := &tr.Events[a.index]
-		red, entries, err := trace.RedactEvent(*ev)
-		if err != nil {
-			return nil, fmt.Errorf("event %s: %w", ev.ID, err)
-		}
-		red.SetHashes()
-		*ev = red
-		tr.Redactions = append(tr.Redactions, entries...)
-	}
-	return tr, nil
 }
 
 func isOutputPointer(p string) bool { return p == "/output" || strings.HasPrefix(p, "/output/") }

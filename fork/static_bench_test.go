@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -54,6 +55,12 @@ func largeBundle(b *testing.B, n int) (string, []int64) {
 	if err := tr.Save(path); err != nil {
 		b.Fatal(err)
 	}
+	return path, lineEnds(b, path, n)
+}
+
+// lineEnds returns the end offset of every line of the bundle's events.jsonl.
+func lineEnds(b *testing.B, path string, n int) []int64 {
+	b.Helper()
 	data, err := os.ReadFile(filepath.Join(path, trace.EventsFile))
 	if err != nil {
 		b.Fatal(err)
@@ -65,9 +72,92 @@ func largeBundle(b *testing.B, n int) (string, []int64) {
 		ends = append(ends, off)
 	}
 	if len(ends) != n {
-		b.Fatalf("generated %d events, want %d", len(ends), n)
+		b.Fatalf("%s holds %d events, want %d", path, len(ends), n)
 	}
-	return path, ends
+	return ends
+}
+
+// cachedBundle is largeBundle kept under os.TempDir between runs (a 1M-event
+// bundle takes a while to generate): it is generated the first time a
+// benchmark asks for it and reused while its integrity verifies.
+func cachedBundle(b *testing.B, n int) (string, []int64) {
+	b.Helper()
+	path := filepath.Join(os.TempDir(), fmt.Sprintf("stepfork-bench-fork-%d-v1.sftrace", n))
+	if res := trace.VerifyIntegrity(path); res.Status != trace.IntegrityVerified {
+		os.RemoveAll(path)
+		tmp, _ := largeBundle(b, n)
+		if err := os.Rename(tmp, path); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return path, lineEnds(b, path, n)
+}
+
+// processCPU returns the CPU time (user and system) the process has used so
+// far, from /proc/self/stat (in 10 ms ticks); ok is false without it. The
+// benchmarks report MB/s per CPU second ("cpu-MB/s") besides wall-clock
+// MB/s, which swings on a shared machine.
+func processCPU() (d time.Duration, ok bool) {
+	data, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		return 0, false
+	}
+	s := string(data)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0, false
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return time.Duration(utime+stime) * 10 * time.Millisecond, true
+}
+
+// BenchmarkForkLarge forks a 1M-event bundle (about 0.5 GB of events.jsonl,
+// generated once under os.TempDir) through its path at steps 1k, 10k, 100k
+// and 1M-1 (the last is skipped with -short), keeping Result.Trace and
+// with NoTrace. SetBytes is the part of events.jsonl before the fork point,
+// so MB/s is the fork's throughput and ns/op should grow in proportion to
+// the step.
+func BenchmarkForkLarge(b *testing.B) {
+	const n = 1_000_000
+	src, ends := cachedBundle(b, n)
+	out := filepath.Join(b.TempDir(), "fork.sftrace")
+	steps := []int{1_000, 10_000, 100_000, n - 1}
+	if testing.Short() {
+		steps = steps[:3]
+	}
+	for _, at := range steps {
+		for _, noTrace := range []bool{false, true} {
+			name := fmt.Sprintf("step=%d", at)
+			if noTrace {
+				name += "/NoTrace" // as stepfork fork does it
+			}
+			b.Run(name, func(b *testing.B) {
+				b.SetBytes(ends[at])
+				b.ReportAllocs()
+				cpu0, cpuOK := processCPU()
+				n := 0
+				defer func() {
+					if cpu1, ok := processCPU(); cpuOK && ok && cpu1 > cpu0 {
+						b.ReportMetric(float64(ends[at])*float64(n)/(cpu1-cpu0).Seconds()/1e6, "cpu-MB/s")
+					}
+				}()
+				for b.Loop() {
+					n++
+					res, err := Trace(src, AtStep(at), Options{OutputPath: out, Overwrite: true, NoTrace: noTrace})
+					if err != nil {
+						b.Fatal(err)
+					}
+					if res.ForkedEventCount != at+1 {
+						b.Fatalf("%d events", res.ForkedEventCount)
+					}
+				}
+			})
+		}
+	}
 }
 
 // BenchmarkForkPath forks a 100k-event bundle (about 90 MB) at several steps

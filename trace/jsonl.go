@@ -523,12 +523,23 @@ func mayHoldCredentialBytes(b []byte) bool {
 		bytes.Contains(b, []byte("gho_")) || bytes.Contains(b, []byte("github_pat_")) {
 		return true
 	}
-	for i := 0; i+6 <= len(b); i++ {
-		if c := b[i]; (c == 'b' || c == 'B') && bytes.EqualFold(b[i:i+6], []byte("bearer")) {
+	return containsFoldBearerBytes(b, 'b') || containsFoldBearerBytes(b, 'B')
+}
+
+// containsFoldBearerBytes reports whether "bearer", in any ASCII case and
+// starting with the byte first, is in b. It jumps from one first byte to
+// the next with IndexByte, which is much faster than a loop over every byte.
+func containsFoldBearerBytes(b []byte, first byte) bool {
+	for {
+		i := bytes.IndexByte(b, first)
+		if i < 0 || len(b)-i < 6 {
+			return false
+		}
+		if bytes.EqualFold(b[i:i+6], []byte("bearer")) {
 			return true
 		}
+		b = b[i+1:]
 	}
-	return false
 }
 
 // payload reads any JSON value into its canonical form.

@@ -132,7 +132,8 @@ func (o *forkOptions) run(e *env, path string) int {
 	}
 
 	p := e.startProgress("Forking "+clean(path), bundleSize(path))
-	res, err := fork.Trace(path, point, fork.Options{Overrides: overrides, OutputPath: dest, Overwrite: o.overwrite})
+	// NoTrace: the report needs only counts, so the fork streams its events.
+	res, err := fork.Trace(path, point, fork.Options{Overrides: overrides, OutputPath: dest, Overwrite: o.overwrite, NoTrace: true})
 	p.stop()
 	if err != nil {
 		code := exitInput

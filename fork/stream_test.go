@@ -1,0 +1,150 @@
+package fork
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/stepfork/stepfork/trace"
+)
+
+// sameBundle fails unless the two bundles hold the same files, byte for
+// byte.
+func sameBundle(t *testing.T, want, got string) {
+	t.Helper()
+	for _, name := range []string{trace.ManifestFile, trace.EventsFile, trace.RedactionsFile, InfoFile, trace.IntegrityFile} {
+		w, err := os.ReadFile(filepath.Join(want, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := os.ReadFile(filepath.Join(got, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(w, g) {
+			t.Errorf("%s of the streamed fork differs from the in-memory fork's:\nwant %.600s\ngot  %.600s", name, w, g)
+		}
+	}
+}
+
+// handEdited is a Go-written bundle whose lines were then edited by hand
+// without changing any event: spacing, key order, a float in repr style,
+// an escaped character. It also holds what redaction looks for. Its lines
+// cannot be copied raw, so a fork of it goes through the full path.
+func handEdited(t *testing.T) string {
+	t.Helper()
+	b := trace.NewBuilder("edited").RunID("run_edit")
+	b.RunStart(map[string]any{"task": "x", "eps": 0.00001})
+	b.Tool("lookup", map[string]any{"client_secret": "abc", "q": "é"}, map[string]any{"hits": []any{1, 2}})
+	b.LLM("openai", "gpt", map[string]any{"max_tokens": 5}, map[string]any{"text": "Bearer abcdefgh12345"})
+	b.Tool("quote", map[string]any{"id": 7}, map[string]any{"value": 1.5e-7})
+	b.RunEnd(trace.RunCompleted, "done")
+	p := saveTemp(t, b.MustTrace(), "edited.sftrace")
+	name := filepath.Join(p, trace.EventsFile)
+	data, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(data), "\n")
+	lines[0] = strings.Replace(lines[0], `"step":0`, `"step": 0`, 1)
+	lines[0] = strings.Replace(lines[0], `0.00001`, `1e-05`, 1)
+	lines[2] = strings.Replace(lines[2], `{"hits":[1,2]}`, `{ "hits" : [1, 2] }`, 1)
+	lines[1] = strings.Replace(lines[1], `"q":"é"`, `"q":"\u00e9"`, 1)
+	if err := os.WriteFile(name, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestStreamedForkMatchesInMemory forks bundles through their path, with
+// and without NoTrace, and checks that the saved fork is byte for byte the
+// one a fork of the loaded trace saves, and that Result matches: on the
+// shared Python-written bundles, a Go-written one, and a hand-edited one,
+// at the first, a middle and the last step, with an override where the
+// fork keeps an overridable event.
+func TestStreamedForkMatchesInMemory(t *testing.T) {
+	t.Parallel()
+	srcs, err := filepath.Glob(filepath.Join(vectorDir, "*", "*.sftrace"))
+	if err != nil || len(srcs) < 9 {
+		t.Fatalf("found %d shared vectors (%v)", len(srcs), err)
+	}
+	srcs = append(srcs, saveTemp(t, tenSteps(t), "ten.sftrace"), handEdited(t))
+	for _, src := range srcs {
+		tr, err := trace.Load(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last := tr.Events[len(tr.Events)-1].Step
+		for _, at := range []int{0, last / 2, last} {
+			var overrides []Override
+			for i := range tr.Events {
+				if ev := &tr.Events[i]; ev.Step <= at && (ev.Type == trace.ToolResult || ev.Type == trace.LLMResponse) {
+					overrides = []Override{OverrideEvent(ev.ID, map[string]any{"overridden": true, "eps": 0.00001})}
+					break
+				}
+			}
+			t.Run(fmt.Sprintf("%s/step=%d", filepath.Base(src), at), func(t *testing.T) {
+				t.Parallel()
+				dir := t.TempDir()
+				opts := func(out string, noTrace bool) Options {
+					return Options{Overrides: overrides, OutputPath: filepath.Join(dir, out), RunID: "run_forked", Now: fixedNow, NoTrace: noTrace}
+				}
+				want, err := Trace(tr, AtStep(at), opts("mem.sftrace", false))
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := Trace(src, AtStep(at), opts("path.sftrace", false))
+				if err != nil {
+					t.Fatal(err)
+				}
+				sameBundle(t, want.ForkedTracePath, got.ForkedTracePath)
+				ignore := cmpopts.IgnoreFields(Result{}, "ForkedTracePath")
+				if diff := cmp.Diff(want, got, ignore, cmpopts.IgnoreFields(trace.Trace{}, "Path"), cmpopts.EquateEmpty()); diff != "" {
+					t.Errorf("Result of the path fork differs (-in memory +path):\n%s", diff)
+				}
+				lean, err := Trace(src, AtStep(at), opts("lean.sftrace", true))
+				if err != nil {
+					t.Fatal(err)
+				}
+				sameBundle(t, want.ForkedTracePath, lean.ForkedTracePath)
+				if lean.Trace != nil {
+					t.Error("NoTrace: Result.Trace is set")
+				}
+				want.Trace = nil
+				if diff := cmp.Diff(want, lean, ignore); diff != "" {
+					t.Errorf("Result of the NoTrace fork differs (-in memory +path):\n%s", diff)
+				}
+			})
+		}
+	}
+}
+
+// TestStreamedForkErrorsLeaveNothing: a fork of a path that fails after it
+// has started writing (an override beyond the fork point, an unsaveable
+// destination found only at the end) leaves no bundle and no temporary
+// directory, and reports the same error as a fork in memory.
+func TestStreamedForkErrorsLeaveNothing(t *testing.T) {
+	t.Parallel()
+	tr := tenSteps(t)
+	src := saveTemp(t, tr, "ten.sftrace")
+	for _, noTrace := range []bool{false, true} {
+		dir := t.TempDir()
+		out := filepath.Join(dir, "out.sftrace")
+		opts := Options{Overrides: []Override{OverrideStep(7, "x")}, OutputPath: out, NoTrace: noTrace}
+		_, memErr := Trace(tr, AtStep(3), opts)
+		_, err := Trace(src, AtStep(3), opts)
+		if err == nil || memErr == nil || err.Error() != memErr.Error() || !errors.Is(err, ErrInvalidOverrides) {
+			t.Errorf("NoTrace=%v: path fork error %v; in-memory fork error %v", noTrace, err, memErr)
+		}
+		if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+			t.Errorf("NoTrace=%v: the failed fork left %v", noTrace, entries)
+		}
+	}
+}
