@@ -20,14 +20,18 @@ type intercept struct {
 	path            string // scope path
 	position        int
 	occurrence      int
+	lbl             string // label(), once computed
 }
 
 // label is the tool name, or provider/model.
 func (ic *intercept) label() string {
-	if ic.kind == KindLLM {
-		return trace.LLMLabel(ic.provider, ic.model)
+	if ic.kind != KindLLM {
+		return ic.name
 	}
-	return ic.name
+	if ic.lbl == "" {
+		ic.lbl = trace.LLMLabel(ic.provider, ic.model)
+	}
+	return ic.lbl
 }
 
 // actual is the name stepfork prints for the call the agent made: the tool
@@ -73,7 +77,7 @@ func (s *session) dispatchLocked(ic *intercept) decision {
 	}
 	if d := s.cfg.director; d != nil {
 		c := Call{Kind: ic.kind, Name: ic.label(), Provider: ic.provider, Model: ic.model, Input: ic.input,
-			Position: ic.position, Occurrence: ic.occurrence, Parent: ic.parent, Node: ic.node, Step: len(s.tr.Events)}
+			Position: ic.position, Occurrence: ic.occurrence, Parent: ic.parent, Node: ic.node, Step: s.log.n}
 		if r := s.plan.at(); r != nil {
 			c.Cursor = &r.Recorded
 		}
@@ -169,12 +173,7 @@ func withModelFingerprints(d decision, r *rec, ic *intercept) decision {
 }
 
 func (s *session) exhausted(ic *intercept) error {
-	total := 0
-	for i := range s.plan.calls {
-		if !s.plan.calls[i].skipped {
-			total++
-		}
-	}
+	total := len(s.plan.calls) - s.plan.skipped
 	return &ExhaustedError{Kind: ic.kind, Label: ic.actual(), msg: fmt.Sprintf(
 		"unexpected %s call '%s': all %d recorded dependency call(s) were already consumed\n  actual: %s\n  actual input fingerprint: %s",
 		ic.kind, ic.actual(), total, ic.descriptor(), ic.fingerprint())}
@@ -330,8 +329,7 @@ func (s *session) dependency(ctx context.Context, sc *scope, ic *intercept, raw 
 	s.noteCallLocked(ic, callID, Executed, d.rec)
 	s.mu.Unlock()
 
-	slot := &usageSlot{}
-	child := sc.child(ctx, callID, sc.node, string(ic.kind)+":"+ic.label(), slot)
+	child, slot := sc.child(ctx, callID, sc.node, string(ic.kind), ic.label(), true)
 	start := time.Now()
 	done := false
 	defer func() {

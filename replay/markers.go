@@ -53,7 +53,8 @@ func Node(ctx context.Context, name string, fn func(context.Context) error) erro
 			panic(p)
 		}
 	}()
-	err := fn(sc.child(ctx, enter, name, "node:"+name, nil))
+	child, _ := sc.child(ctx, enter, name, "node", name, false)
+	err := fn(child)
 	done = true
 	exit(err)
 	return err
@@ -139,7 +140,7 @@ func Read[T any](ctx context.Context, key string, current T) T {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := Call{Kind: KindState, Name: key, Input: redacted(cur), Parent: sc.parent, Node: sc.node,
-		Occurrence: s.occurrenceLocked(KindState, key), Step: len(s.tr.Events)}
+		Occurrence: s.occurrenceLocked(KindState, key), Step: s.log.n}
 	a := s.cfg.director.Direct(&c)
 	if a.kind != actServe {
 		return current
@@ -330,11 +331,14 @@ func (s *session) marker(sc *scope, kind CallKind, name string, computed trace.V
 	s.mu.Lock()
 	occ := s.occurrenceLocked(kind, name)
 	act := Strict()
-	var next *markerRec
+	var (
+		next *markerRec
+		slot int32
+	)
 	if s.plan != nil {
-		next = s.plan.nextMarker(key, name)
+		next, slot = s.plan.nextMarker(key, name)
 		if d := s.cfg.director; d != nil {
-			c := Call{Kind: kind, Name: name, Input: redacted(computed), Occurrence: occ, Parent: sc.parent, Node: sc.node, Step: len(s.tr.Events)}
+			c := Call{Kind: kind, Name: name, Input: redacted(computed), Occurrence: occ, Parent: sc.parent, Node: sc.node, Step: s.log.n}
 			if next != nil {
 				c.Marker = next.ev
 			}
@@ -358,7 +362,7 @@ func (s *session) marker(sc *scope, kind CallKind, name string, computed trace.V
 		act = Execute()
 	}
 	if res.err == nil && !res.served && (act.kind == actStrict || act.kind == actServeMatch) {
-		res = s.matchMarkerLocked(kind, name, computed, next)
+		res = s.matchMarkerLocked(kind, name, computed, next, slot)
 		if res.err != nil && kind != KindEffect && kind != KindApproval {
 			res.err = nil // noted as the divergence; the live value is used
 			act = Execute()
@@ -405,19 +409,19 @@ func (s *session) marker(sc *scope, kind CallKind, name string, computed trace.V
 // matchMarkerLocked serves or checks a marker from the recording: the next
 // recorded marker of the same kind and name. Decisions are checked (the
 // computed value must equal the recorded one); the others are served.
-func (s *session) matchMarkerLocked(kind CallKind, name string, computed trace.Value, next *markerRec) markerResult {
+func (s *session) matchMarkerLocked(kind CallKind, name string, computed trace.Value, next *markerRec, slot int32) markerResult {
 	label := name
 	if label == "" {
 		label = string(kind)
 	}
 	if next == nil {
-		n := len(s.plan.queues[queueKey(kind.markerKey(), name)])
+		n := s.plan.queueLen(kind.markerKey(), name)
 		e := &ExhaustedError{Kind: kind, Label: label, msg: fmt.Sprintf(
 			"unexpected %s '%s': all %d recorded %s marker(s) of that name were already consumed", kind, label, n, kind.markerKey())}
 		s.noteLocked(e)
 		return markerResult{err: e}
 	}
-	next.consumed = true
+	s.plan.markerDone[slot] = true
 	ev, m := next.ev, next.m
 	wantKind := ""
 	switch kind {

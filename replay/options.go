@@ -63,6 +63,7 @@ type config struct {
 	liveToolsSet  bool
 	concurrent    bool
 	director      Director
+	prepared      *Prepared
 	save          bool
 	savePath      string
 	saveOpts      []trace.SaveOption
@@ -134,14 +135,18 @@ func (c *config) checkRecord() error {
 	if c.director != nil {
 		bad = append(bad, "WithDirector")
 	}
+	if c.prepared != nil {
+		bad = append(bad, "WithPrepared")
+	}
 	if len(bad) > 0 {
 		return optionErrf("replay.Record: %s only apply to Replay", strings.Join(bad, ", "))
 	}
 	return nil
 }
 
-// checkReplay applies stepfork's construction rules (§5.2) against tr.
-func (c *config) checkReplay(tr *trace.Trace) error {
+// checkReplay applies stepfork's construction rules (§5.2) against the
+// trace p was prepared from.
+func (c *config) checkReplay(p *Prepared) error {
 	if !c.mode.valid() {
 		return optionErrf("'%s' is not a valid ReplayPolicy", c.mode)
 	}
@@ -160,16 +165,7 @@ func (c *config) checkReplay(tr *trace.Trace) error {
 	if slices.Contains(c.liveTools, "") {
 		return optionErrf("allow_live_tools must contain non-empty tool names")
 	}
-	tools, models := map[string]bool{}, map[string]bool{}
-	for i := range tr.Events {
-		ev := &tr.Events[i]
-		switch ev.Type {
-		case trace.ToolCall:
-			tools[ev.Name] = true
-		case trace.LLMRequest:
-			models[trace.LLMLabel(ev.Provider, ev.Model)] = true
-		}
-	}
+	tools, models := p.tools, p.models
 	if missing := notIn(c.liveTools, tools); len(missing) > 0 {
 		return optionErrf("allow_live_tools not found in trace: %s", pyList(missing))
 	}

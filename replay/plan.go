@@ -1,6 +1,11 @@
 package replay
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"sync"
+	"sync/atomic"
+
 	"github.com/stepfork/stepfork/trace"
 )
 
@@ -33,103 +38,172 @@ type Recorded struct {
 	Missing bool
 }
 
-// rec is a recorded call with the session's bookkeeping.
+// rec is a recorded call as the plan holds it. It is part of a Prepared
+// and never changes once Prepare returns; what a session does with it
+// (consumed, skipped) is kept by the session's plan.
 type rec struct {
 	Recorded
-	event    int    // index of Call in the base events
-	fp       string // hash of the recorded input (computed when needed)
-	consumed bool   // matched by a call of this run
-	skipped  bool   // nested under a served call: its body never ran
+	event  int    // index of Call in the base events
+	result int    // index of Result in the base events, -1 when none
+	fp     string // hash of the recorded input (null when absent)
 }
 
 // markerRec is a recorded runtime marker.
 type markerRec struct {
-	ev       *trace.Event
-	m        trace.Marker
-	consumed bool
+	ev *trace.Event
+	m  trace.Marker
 }
 
-// plan is the index a replay session serves from: the recorded calls in
-// order, the markers by key and name, and the parent/child links needed to
-// skip what was nested under a served call. Built once per session in time
-// linear in the trace.
-type plan struct {
+// matchKey is what Concurrent matching and Call.Match look a recorded call
+// up by: its identity and input fingerprint.
+type matchKey struct {
+	kind            CallKind
+	name            string // tool name
+	provider, model string
+	fp              string
+}
+
+// Prepared is the replay plan of a trace, computed once and read-only
+// afterwards: the expected call list of stepfork-format.md §5.3 with each
+// call paired with its result and failure, the input fingerprints, the
+// runtime markers by kind and name, the parent/child links, and the payload
+// hashes of the events. Any number of sessions, concurrently, may replay
+// the same trace from one Prepared (WithPrepared): package fork prepares the
+// base run of a sweep once and shares it across the variants.
+//
+//	p, err := replay.Prepare(base)
+//	if err != nil { … }
+//	for _, agent := range agents {
+//		res, err := replay.Replay(ctx, base, agent, replay.WithPrepared(p))
+//		…
+//	}
+//
+// The trace must not be changed while a Prepared of it is in use.
+type Prepared struct {
 	base     *trace.Trace
+	input    trace.Value // the run_start input handed to the agent
 	calls    []rec
-	callAt   map[int]int // base event index → index in calls
+	callAt   []int32 // base event index → index in calls, -1
 	markers  []markerRec
-	markerAt map[int]int      // base event index → index in markers
-	queues   map[string][]int // marker key + "\x00" + name → indexes in markers, in order
-	next     map[string]int   // next position to look at in each queue
-	children [][]int          // base event index → indexes of its children
-	cursor   int              // calls before cursor are all consumed or skipped
-	left     int              // calls neither consumed nor skipped
+	markerAt []int32          // base event index → index in markers, -1
+	queueID  map[[2]string]int32 // (marker key, name) → index in queues
+	queues   [][]int32        // indexes in markers, in order
+	kids     []int32          // children of event i: kids[kidAt[i]:kidAt[i+1]]
+	kidAt    []int32
 	rootID   string
-	index    map[string]int // event id → index of its first event with that id
-	paths    []string       // scope path of each event (see scopePath), computed on demand
-	pathDone []bool
-	reasons  map[[2]string]string // (event id, path) → reason of the base's redaction entries
+	index    map[string]int32 // event id → index of its first event with that id
+	byKey    map[matchKey]int32
+	keyCalls [][]int32 // indexes in calls with the same matchKey, in order
+	tools    map[string]bool
+	models   map[string]bool
+
+	hashes []atomic.Pointer[eventHashes] // payload hashes of each event, computed once
+
+	pathsOnce sync.Once
+	paths     []string // scope path inside each event (see pathOf)
+
+	reasonsOnce sync.Once
+	reasons     map[[2]string]string // (event id, path) → reason of the base's redaction entries
 }
 
-// entry is the redactions.json entry for a path redacted in a base event
-// (reason sensitive_key when the base lists none).
-func (p *plan) entry(eventID, path string) trace.RedactionEntry {
-	if p.reasons == nil {
-		p.reasons = make(map[[2]string]string, len(p.base.Redactions))
-		for _, e := range p.base.Redactions {
-			p.reasons[[2]string{e.EventID, e.Path}] = e.Reason
-		}
+// eventHashes are the payload hashes an event must carry
+// (trace.Event.ExpectedHashes).
+type eventHashes struct{ in, out string }
+
+// Prepare computes the replay plan of tr once, in time linear in the
+// trace, so that many replays of tr (WithPrepared) share it instead of each
+// building its own. It reports an error matching ErrInvalidOptions for a
+// nil trace.
+func Prepare(tr *trace.Trace) (*Prepared, error) {
+	if tr == nil {
+		return nil, optionErrf("replay.Prepare: the trace is nil")
 	}
-	reason := p.reasons[[2]string{eventID, path}]
-	if reason == "" {
-		reason = trace.ReasonSensitiveKey
-	}
-	return trace.RedactionEntry{EventID: eventID, Path: path, Reason: reason, Replacement: trace.Redacted}
+	return prepare(tr), nil
 }
 
-func queueKey(key, name string) string { return key + "\x00" + name }
+// WithPrepared makes a replay use p, the plan Prepare computed for the
+// trace being replayed, instead of computing it again. Replay only; p must
+// have been prepared from the very trace passed to Replay.
+func WithPrepared(p *Prepared) Option { return func(c *config) { c.prepared = p } }
 
-// newPlan builds the expected call list of stepfork-format.md §5.3. Nesting is
-// handled when a call is served (its descendants are skipped), which gives the
-// same list as stepfork's static pruning for frozen and hybrid replays and
-// keeps every call in live ones.
-func newPlan(base *trace.Trace) *plan {
+// nullHash is the hash of a null payload.
+var nullHash = trace.Hash(trace.NullValue)
+
+func prepare(base *trace.Trace) *Prepared {
 	evs := base.Events
-	p := &plan{
+	n := len(evs)
+	p := &Prepared{
 		base:     base,
-		callAt:   map[int]int{},
-		markerAt: map[int]int{},
-		queues:   map[string][]int{},
-		next:     map[string]int{},
-		children: make([][]int, len(evs)),
-	}
-	index := make(map[string]int, len(evs))
-	p.index = index
-	for i := range evs {
-		if _, dup := index[evs[i].ID]; !dup {
-			index[evs[i].ID] = i
-		}
+		input:    trace.NullValue,
+		callAt:   make([]int32, n),
+		markerAt: make([]int32, n),
+		queueID:  map[[2]string]int32{},
+		index:    make(map[string]int32, n),
+		byKey:    map[matchKey]int32{},
+		tools:    map[string]bool{},
+		models:   map[string]bool{},
+		hashes:   make([]atomic.Pointer[eventHashes], n),
 	}
 	for i := range evs {
-		if j, ok := index[evs[i].ParentID]; ok && evs[i].ParentID != "" && j < i {
-			p.children[j] = append(p.children[j], i)
+		if _, dup := p.index[evs[i].ID]; !dup {
+			p.index[evs[i].ID] = int32(i)
 		}
 	}
-	paired := make([]bool, len(evs))
+	// Children in compressed form: parents precede their children.
+	parent := make([]int32, n)
+	p.kidAt = make([]int32, n+1)
+	for i := range evs {
+		parent[i] = -1
+		if pid := evs[i].ParentID; pid != "" {
+			if j, ok := p.index[pid]; ok && int(j) < i {
+				parent[i] = j
+				p.kidAt[j+1]++
+			}
+		}
+	}
+	for i := range n {
+		p.kidAt[i+1] += p.kidAt[i]
+	}
+	p.kids = make([]int32, p.kidAt[n])
+	fill := make([]int32, n)
+	copy(fill, p.kidAt[:n])
+	for i, j := range parent {
+		if j >= 0 {
+			p.kids[fill[j]] = int32(i)
+			fill[j]++
+		}
+	}
+
+	paired := make([]bool, n)
+	ncalls := 0
+	for i := range evs {
+		if t := evs[i].Type; t == trace.ToolCall || t == trace.LLMRequest {
+			ncalls++
+		}
+	}
+	p.calls = make([]rec, 0, ncalls)
+	runStart := false
 	for i := range evs {
 		ev := &evs[i]
+		p.callAt[i], p.markerAt[i] = -1, -1
 		switch {
-		case ev.Type == trace.RunStart && p.rootID == "":
+		case ev.Type == trace.RunStart && !runStart:
+			runStart = true
 			p.rootID = ev.ID
+			if !ev.Input.IsAbsent() {
+				p.input = ev.Input
+			}
 		case ev.Type == trace.ToolCall:
-			r := rec{event: i}
+			r := rec{event: i, result: -1}
 			r.Kind, r.Label, r.Call = KindTool, ev.Name, ev
+			p.tools[ev.Name] = true
 			res := p.firstChild(i, trace.ToolResult)
 			if res < 0 {
 				res = legacyResult(evs, i, paired)
 			}
 			if res >= 0 {
 				paired[res] = true
+				r.result = res
 				r.Result = &evs[res]
 				r.Status, r.Output = r.Result.Status, r.Result.Output
 				if r.Status == trace.StatusError {
@@ -146,9 +220,11 @@ func newPlan(base *trace.Trace) *plan {
 			}
 			p.addCall(r)
 		case ev.Type == trace.LLMRequest:
-			r := rec{event: i}
+			r := rec{event: i, result: -1}
 			r.Kind, r.Label, r.Call = KindLLM, trace.LLMLabel(ev.Provider, ev.Model), ev
+			p.models[r.Label] = true
 			if res := p.firstChild(i, trace.LLMResponse); res >= 0 {
+				r.result = res
 				r.Result = &evs[res]
 				r.Status, r.Output = r.Result.Status, r.Result.Output
 			} else if e := p.firstChild(i, trace.ErrorEvent); e >= 0 {
@@ -164,30 +240,110 @@ func newPlan(base *trace.Trace) *plan {
 			if m.Key == trace.MarkerNode && m.Phase != trace.PhaseEnter {
 				continue
 			}
-			p.markerAt[i] = len(p.markers)
-			k := queueKey(m.Key, m.Name)
-			p.queues[k] = append(p.queues[k], len(p.markers))
+			p.markerAt[i] = int32(len(p.markers))
+			k := [2]string{m.Key, m.Name}
+			q, ok := p.queueID[k]
+			if !ok {
+				q = int32(len(p.queues))
+				p.queueID[k] = q
+				p.queues = append(p.queues, nil)
+			}
+			p.queues[q] = append(p.queues[q], int32(len(p.markers)))
 			p.markers = append(p.markers, markerRec{ev: ev, m: m})
 		}
 	}
-	p.left = len(p.calls)
 	return p
 }
 
-func (p *plan) addCall(r rec) {
+// addCall appends r with its fingerprint and indexes it by identity and
+// fingerprint.
+func (p *Prepared) addCall(r rec) {
 	r.Position = len(p.calls) + 1
-	p.callAt[r.event] = len(p.calls)
+	ev := r.Call
+	if ev.Input.IsAbsent() {
+		r.fp = nullHash
+	} else {
+		r.fp = p.hashesOf(r.event).in
+	}
+	k := matchKey{kind: r.Kind, fp: r.fp}
+	if r.Kind == KindTool {
+		k.name = ev.Name
+	} else {
+		k.provider, k.model = ev.Provider, ev.Model
+	}
+	id, ok := p.byKey[k]
+	if !ok {
+		id = int32(len(p.keyCalls))
+		p.byKey[k] = id
+		p.keyCalls = append(p.keyCalls, nil)
+	}
+	p.keyCalls[id] = append(p.keyCalls[id], int32(len(p.calls)))
+	p.callAt[r.event] = int32(len(p.calls))
 	p.calls = append(p.calls, r)
 }
 
+// children are the indexes of the events whose parent is event i.
+func (p *Prepared) children(i int) []int32 { return p.kids[p.kidAt[i]:p.kidAt[i+1]] }
+
 // firstChild is the index of the first child of event i with type t, or -1.
-func (p *plan) firstChild(i int, t trace.EventType) int {
-	for _, c := range p.children[i] {
+func (p *Prepared) firstChild(i int, t trace.EventType) int {
+	for _, c := range p.children(i) {
 		if p.base.Events[c].Type == t {
-			return c
+			return int(c)
 		}
 	}
 	return -1
+}
+
+// hashesOf is the payload hashes of base event i, computed on first use
+// (concurrent sessions may race to compute them; they compute the same).
+func (p *Prepared) hashesOf(i int) *eventHashes {
+	if h := p.hashes[i].Load(); h != nil {
+		return h
+	}
+	var buf [2 * 2 * sha256.Size]byte
+	in, out := payloadHashes(buf[:0], &p.base.Events[i])
+	h := &eventHashes{in: in, out: out}
+	if !p.hashes[i].CompareAndSwap(nil, h) {
+		h = p.hashes[i].Load()
+	}
+	return h
+}
+
+// payloadHashes computes the hashes of ev's payloads (what
+// ev.ExpectedHashes returns) in one allocation, using buf as scratch.
+func payloadHashes(buf []byte, ev *trace.Event) (in, out string) {
+	var a, b trace.Value
+	switch ev.Type {
+	case trace.RunStart, trace.LLMRequest, trace.ToolCall:
+		a = ev.Input
+	case trace.LLMResponse, trace.ToolResult, trace.RunEnd:
+		b = ev.Output
+	case trace.StateChange:
+		a, b = ev.Before, ev.After
+	case trace.ErrorEvent:
+		b = ev.Details
+	}
+	buf = appendHash(buf, a)
+	na := len(buf)
+	buf = appendHash(buf, b)
+	if len(buf) == 0 {
+		return "", ""
+	}
+	s := string(buf)
+	return s[:na], s[na:]
+}
+
+// appendHash appends trace.Hash(v) to dst (nothing for an absent value).
+func appendHash(dst []byte, v trace.Value) []byte {
+	if v.IsAbsent() {
+		return dst
+	}
+	sum := sha256.Sum256([]byte(v.Canonical()))
+	n := len(dst)
+	dst = append(dst, make([]byte, 2*sha256.Size)...)
+	hex.Encode(dst[n:], sum[:])
+	return dst
 }
 
 // legacyResult is stepfork's forward scan for a tool_result without a parent
@@ -210,115 +366,52 @@ func legacyResult(evs []trace.Event, call int, paired []bool) int {
 	return -1
 }
 
-// at returns the first call at or after the cursor that is neither consumed
-// nor skipped, moving the cursor over the others; nil when none is left.
-func (p *plan) at() *rec {
-	for p.cursor < len(p.calls) {
-		r := &p.calls[p.cursor]
-		if !r.consumed && !r.skipped {
-			return r
+// entry is the redactions.json entry for a path redacted in a base event
+// (reason sensitive_key when the base lists none).
+func (p *Prepared) entry(eventID, path string) trace.RedactionEntry {
+	p.reasonsOnce.Do(func() {
+		p.reasons = make(map[[2]string]string, len(p.base.Redactions))
+		for _, e := range p.base.Redactions {
+			p.reasons[[2]string{e.EventID, e.Path}] = e.Reason
 		}
-		p.cursor++
+	})
+	reason := p.reasons[[2]string{eventID, path}]
+	if reason == "" {
+		reason = trace.ReasonSensitiveKey
 	}
-	return nil
-}
-
-// consume marks r matched.
-func (p *plan) consume(r *rec) {
-	if !r.consumed && !r.skipped {
-		r.consumed = true
-		p.left--
-	}
-}
-
-// skipNested marks every call and marker nested under r's call as skipped:
-// r was served, so its body (and whatever it called) does not run.
-func (p *plan) skipNested(r *rec) {
-	stack := append([]int(nil), p.children[r.event]...)
-	for len(stack) > 0 {
-		i := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		if c, ok := p.callAt[i]; ok {
-			cr := &p.calls[c]
-			if !cr.consumed && !cr.skipped {
-				cr.skipped = true
-				p.left--
-			}
-		}
-		if m, ok := p.markerAt[i]; ok {
-			p.markers[m].consumed = true
-		}
-		stack = append(stack, p.children[i]...)
-	}
-}
-
-// fingerprint is the hash of r's recorded input, computed once.
-func (r *rec) fingerprint() string {
-	if r.fp == "" {
-		r.fp = trace.Hash(inputOf(r.Call))
-	}
-	return r.fp
-}
-
-// inputOf is the input of a call event, null when absent (hashed like any
-// value: no "<none>").
-func inputOf(ev *trace.Event) trace.Value {
-	if ev.Input.IsAbsent() {
-		return trace.NullValue
-	}
-	return ev.Input
-}
-
-// match finds the earliest pending call with the given identity and input
-// fingerprint; when scoped, only calls made in a scope with the given path
-// qualify.
-func (p *plan) match(kind CallKind, name, provider, model, fp, path string, scoped bool) *rec {
-	for i := p.cursor; i < len(p.calls); i++ {
-		r := &p.calls[i]
-		if r.consumed || r.skipped || r.Kind != kind {
-			continue
-		}
-		ev := r.Call
-		if kind == KindTool && ev.Name != name || kind == KindLLM && (ev.Model != model || ev.Provider != provider) {
-			continue
-		}
-		if scoped && p.scopeOf(r.event) != path {
-			continue
-		}
-		if r.fingerprint() == fp {
-			return r
-		}
-	}
-	return nil
+	return trace.RedactionEntry{EventID: eventID, Path: path, Reason: reason, Replacement: trace.Redacted}
 }
 
 // scopeOf is the path of the scope event i was recorded in: the labels of
 // its enclosing events from the run down ("/node:worker/tool:fetch"), "" at
 // top level. Paths, not ids, identify scopes across runs, so calls made in
 // two nodes of the same name are told apart only by their order.
-func (p *plan) scopeOf(i int) string {
-	j, ok := p.index[p.base.Events[i].ParentID]
-	if !ok || j >= i || p.base.Events[i].ParentID == "" {
+func (p *Prepared) scopeOf(i int) string {
+	p.pathsOnce.Do(p.computePaths)
+	evs := p.base.Events
+	j, ok := p.index[evs[i].ParentID]
+	if !ok || int(j) >= i || evs[i].ParentID == "" {
 		return ""
 	}
-	return p.pathOf(j)
+	return p.paths[j]
 }
 
-// pathOf is the scope path inside event i.
-func (p *plan) pathOf(i int) string {
-	if p.paths == nil {
-		p.paths, p.pathDone = make([]string, len(p.base.Events)), make([]bool, len(p.base.Events))
+// computePaths computes the scope path inside every event, in one forward
+// pass (parents precede their children).
+func (p *Prepared) computePaths() {
+	evs := p.base.Events
+	p.paths = make([]string, len(evs))
+	for i := range evs {
+		ev := &evs[i]
+		if ev.Type == trace.RunStart {
+			continue
+		}
+		up := ""
+		if j, ok := p.index[ev.ParentID]; ok && int(j) < i && ev.ParentID != "" {
+			up = p.paths[j]
+		}
+		p.paths[i] = up + "/" + scopeLabel(ev)
 	}
-	if p.pathDone[i] {
-		return p.paths[i]
-	}
-	ev := &p.base.Events[i]
-	var path string
-	if ev.Type != trace.RunStart {
-		path = p.scopeOf(i) + "/" + scopeLabel(ev)
-	}
-	p.paths[i], p.pathDone[i] = path, true
-	return path
 }
 
 // scopeLabel names an event as a scope: "node:<name>", "tool:<name>",
@@ -336,27 +429,159 @@ func scopeLabel(ev *trace.Event) string {
 	return string(ev.Type) + ":" + ev.Label()
 }
 
+// fingerprint is the hash of r's recorded input.
+func (r *rec) fingerprint() string { return r.fp }
+
+// inputOf is the input of a call event, null when absent (hashed like any
+// value: no "<none>").
+func inputOf(ev *trace.Event) trace.Value {
+	if ev.Input.IsAbsent() {
+		return trace.NullValue
+	}
+	return ev.Input
+}
+
+// Call states in a session's plan.
+const (
+	callPending uint8 = iota
+	callConsumed
+	callSkipped
+)
+
+// plan is a session's progress through a Prepared: which recorded calls
+// and markers are consumed or skipped, and the cursors. Everything shared
+// lives in the Prepared; a plan costs a few small slices per session.
+type plan struct {
+	*Prepared
+	state      []uint8 // per call: callPending, callConsumed or callSkipped
+	markerDone []bool
+	next       []int32 // per marker queue: next position to look at
+	keyNext    []int32 // per matchKey: calls before it are all taken
+	cursor     int     // calls before cursor are all consumed or skipped
+	left       int     // calls neither consumed nor skipped
+	skipped    int     // calls skipped
+}
+
+// newPlan starts a session's walk through p.
+func newPlan(p *Prepared) *plan {
+	return &plan{
+		Prepared:   p,
+		state:      make([]uint8, len(p.calls)),
+		markerDone: make([]bool, len(p.markers)),
+		next:       make([]int32, len(p.queues)),
+		keyNext:    make([]int32, len(p.keyCalls)),
+		left:       len(p.calls),
+	}
+}
+
+// at returns the first call at or after the cursor that is neither consumed
+// nor skipped, moving the cursor over the others; nil when none is left.
+func (p *plan) at() *rec {
+	for p.cursor < len(p.calls) {
+		if p.state[p.cursor] == callPending {
+			return &p.calls[p.cursor]
+		}
+		p.cursor++
+	}
+	return nil
+}
+
+// consume marks r matched.
+func (p *plan) consume(r *rec) {
+	if i := r.Position - 1; p.state[i] == callPending {
+		p.state[i] = callConsumed
+		p.left--
+	}
+}
+
+// skipNested marks every call and marker nested under r's call as skipped:
+// r was served, so its body (and whatever it called) does not run.
+func (p *plan) skipNested(r *rec) {
+	kids := p.children(r.event)
+	if len(kids) == 0 {
+		return
+	}
+	stack := append([]int32(nil), kids...)
+	for len(stack) > 0 {
+		i := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if c := p.callAt[i]; c >= 0 && p.state[c] == callPending {
+			p.state[c] = callSkipped
+			p.left--
+			p.skipped++
+		}
+		if m := p.markerAt[i]; m >= 0 {
+			p.markerDone[m] = true
+		}
+		stack = append(stack, p.children(int(i))...)
+	}
+}
+
+// match finds the earliest pending call with the given identity and input
+// fingerprint; when scoped, only calls made in a scope with the given path
+// qualify.
+func (p *plan) match(kind CallKind, name, provider, model, fp, path string, scoped bool) *rec {
+	k := matchKey{kind: kind, fp: fp}
+	if kind == KindTool {
+		k.name = name
+	} else {
+		k.provider, k.model = provider, model
+	}
+	id, ok := p.byKey[k]
+	if !ok {
+		return nil
+	}
+	list := p.keyCalls[id]
+	start := p.keyNext[id]
+	for start < int32(len(list)) && p.state[list[start]] != callPending {
+		start++
+	}
+	p.keyNext[id] = start
+	for _, c := range list[start:] {
+		if p.state[c] != callPending {
+			continue
+		}
+		r := &p.calls[c]
+		if scoped && p.scopeOf(r.event) != path {
+			continue
+		}
+		return r
+	}
+	return nil
+}
+
 // nextMarker returns the next unconsumed recorded marker with the key and
 // name, or nil.
-func (p *plan) nextMarker(key, name string) *markerRec {
-	k := queueKey(key, name)
-	q := p.queues[k]
-	for n := p.next[k]; n < len(q); n++ {
-		if m := &p.markers[q[n]]; !m.consumed {
-			p.next[k] = n
-			return m
+func (p *plan) nextMarker(key, name string) (*markerRec, int32) {
+	q, ok := p.queueID[[2]string{key, name}]
+	if !ok {
+		return nil, -1
+	}
+	list := p.queues[q]
+	for n := p.next[q]; n < int32(len(list)); n++ {
+		if m := list[n]; !p.markerDone[m] {
+			p.next[q] = n
+			return &p.markers[m], m
 		}
 	}
-	p.next[k] = len(q)
-	return nil
+	p.next[q] = int32(len(list))
+	return nil, -1
+}
+
+// queueLen is the number of recorded markers with the key and name.
+func (p *plan) queueLen(key, name string) int {
+	if q, ok := p.queueID[[2]string{key, name}]; ok {
+		return len(p.queues[q])
+	}
+	return 0
 }
 
 // pending lists the calls neither consumed nor skipped, in order.
 func (p *plan) pending() []*rec {
 	var out []*rec
 	for i := p.cursor; i < len(p.calls); i++ {
-		if r := &p.calls[i]; !r.consumed && !r.skipped {
-			out = append(out, r)
+		if p.state[i] == callPending {
+			out = append(out, &p.calls[i])
 		}
 	}
 	return out

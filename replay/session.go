@@ -3,6 +3,7 @@ package replay
 import (
 	"context"
 	crand "crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -126,7 +127,7 @@ type scope struct {
 	s      *session
 	parent string
 	node   string
-	path   string     // scope path, as plan.pathOf computes it for the base
+	path   string     // scope path, as Prepared.scopeOf computes it for the base (Concurrent sessions only)
 	usage  *usageSlot // inside a model call's body: where ReportUsage writes
 }
 
@@ -138,8 +139,36 @@ func fromContext(ctx context.Context) *scope {
 	return sc
 }
 
-func (sc *scope) child(ctx context.Context, parent, node, label string, u *usageSlot) context.Context {
-	return context.WithValue(ctx, ctxKey{}, &scope{s: sc.s, parent: parent, node: node, path: sc.path + "/" + label, usage: u})
+// scopeCtx is a context carrying a scope, and the usage slot of a model
+// call's body: one allocation where context.WithValue and the scope would
+// take three.
+type scopeCtx struct {
+	context.Context
+	sc   scope
+	slot usageSlot
+}
+
+// Value returns the scope for ctxKey and asks the parent context otherwise.
+func (c *scopeCtx) Value(key any) any {
+	if _, ok := key.(ctxKey); ok {
+		return &c.sc
+	}
+	return c.Context.Value(key)
+}
+
+// child returns a context for the events of a call or node: they hang under
+// parent, in node. kind and name label the scope ("tool", "search"); the
+// path is kept only by Concurrent sessions, which match by it. usage says
+// the context is a model call's body, where ReportUsage writes.
+func (sc *scope) child(ctx context.Context, parent, node, kind, name string, usage bool) (context.Context, *usageSlot) {
+	c := &scopeCtx{Context: ctx, sc: scope{s: sc.s, parent: parent, node: node}}
+	if sc.s.cfg.concurrent {
+		c.sc.path = sc.path + "/" + kind + ":" + name
+	}
+	if usage {
+		c.sc.usage = &c.slot
+	}
+	return c, &c.slot
 }
 
 // session is one recording or replay. Every field is guarded by mu.
@@ -148,10 +177,11 @@ type session struct {
 	cfg        config
 	plan       *plan // nil when recording
 	tr         *trace.Trace
+	log        eventLog // the events of tr, until finish
 	root       string
 	aligned    bool // every event so far equals the base event at its position
 	state      map[string]trace.Value
-	occ        map[string]int
+	occ        map[occKey]int
 	position   int // dependency calls intercepted
 	matched    int // recorded calls consumed by strict matching
 	divergence error
@@ -162,11 +192,18 @@ type session struct {
 	ids        ids
 }
 
-func newSession(cfg config, base *trace.Trace, agent string) *session {
+// occKey counts the calls of one kind and name.
+type occKey struct {
+	kind CallKind
+	name string
+}
+
+// newSession starts a recording (p nil) or a replay of p's trace.
+func newSession(cfg config, p *Prepared, agent string) *session {
 	s := &session{
 		cfg:   cfg,
 		state: map[string]trace.Value{},
-		occ:   map[string]int{},
+		occ:   map[occKey]int{},
 		ids:   newIDs(),
 	}
 	goos := runtime.GOOS
@@ -178,14 +215,64 @@ func newSession(cfg config, base *trace.Trace, agent string) *session {
 		Status:      trace.RunRunning,
 		Environment: trace.Environment{OS: &goos, StepforkVersion: &version},
 	}}
-	if base != nil {
-		s.plan = newPlan(base)
-		s.tr.Events = make([]trace.Event, 0, len(base.Events))
+	if p != nil {
+		s.plan = newPlan(p)
+		s.log.cur = make([]trace.Event, 0, len(p.base.Events)+2)
+		s.calls = make([]CallRecord, 0, len(p.calls))
 		s.aligned = true
-		s.liveModels = setOf(cfg.liveModels)
-		s.liveTools = setOf(cfg.liveTools)
+		if len(cfg.liveModels) > 0 {
+			s.liveModels = setOf(cfg.liveModels)
+		}
+		if len(cfg.liveTools) > 0 {
+			s.liveTools = setOf(cfg.liveTools)
+		}
 	}
 	return s
+}
+
+// eventLog holds a session's events in chunks that are never copied while
+// the run goes on (an append to one growing slice would copy every event
+// again at each growth); Events assembles them once, at the end. A replay
+// starts with one chunk the size of the base run, which usually suffices.
+type eventLog struct {
+	full [][]trace.Event
+	cur  []trace.Event
+	n    int
+}
+
+const (
+	firstChunk = 64
+	maxChunk   = 4096
+)
+
+func (l *eventLog) add(ev *trace.Event) {
+	if len(l.cur) == cap(l.cur) {
+		size := firstChunk
+		if c := cap(l.cur); c > 0 {
+			l.full = append(l.full, l.cur)
+			size = min(2*c, maxChunk)
+		}
+		l.cur = make([]trace.Event, 0, size)
+	}
+	l.cur = append(l.cur, *ev)
+	l.n++
+}
+
+// last is the event added last.
+func (l *eventLog) last() *trace.Event { return &l.cur[len(l.cur)-1] }
+
+// events returns every event in one slice.
+func (l *eventLog) events() []trace.Event {
+	if len(l.full) == 0 {
+		return l.cur
+	}
+	out := make([]trace.Event, 0, l.n)
+	for _, c := range l.full {
+		out = append(out, c...)
+	}
+	out = append(out, l.cur...)
+	l.full, l.cur = nil, out
+	return out
 }
 
 func setOf(names []string) map[string]bool {
@@ -215,14 +302,21 @@ func newIDs() ids {
 }
 
 func (g ids) event() string {
+	var b [36]byte
+	return string(g.append(b[:0]))
+}
+
+// append appends a new event id to dst.
+func (g ids) append(dst []byte) []byte {
 	var u [16]byte
 	_, _ = g.rng.Read(u[:])
 	u[6] = u[6]&0x0f | 0x40 // version 4
 	u[8] = u[8]&0x3f | 0x80 // RFC 4122 variant
-	var b [36]byte
-	copy(b[:], "evt_")
-	hex.Encode(b[4:], u[:])
-	return string(b[:])
+	dst = append(dst, "evt_"...)
+	n := len(dst)
+	dst = append(dst, make([]byte, 32)...)
+	hex.Encode(dst[n:], u[:])
+	return dst
 }
 
 // appendLocked adds ev to the session's trace: run id, step, time, redaction
@@ -238,7 +332,7 @@ func (s *session) appendLocked(ev trace.Event) string { return s.addLocked(ev, n
 // clean stands for are carried over instead of redacting again.
 func (s *session) addLocked(ev trace.Event, clean *trace.Event) string {
 	ev.RunID = s.tr.RunID
-	ev.Step = len(s.tr.Events)
+	ev.Step = s.log.n
 	ev.Timestamp = now()
 	if ev.Status == "" {
 		ev.Status = trace.StatusOK
@@ -258,22 +352,35 @@ func (s *session) addLocked(ev trace.Event, clean *trace.Event) string {
 			entries = append(entries, s.plan.entry(clean.ID, p))
 		}
 	}
-	ev.SetHashes()
 	if s.aligned {
 		s.aligned = false
 		if base := s.plan.base.Events; ev.Step < len(base) && sameEvent(&base[ev.Step], &ev) {
-			ev.ID, s.aligned = base[ev.Step].ID, true
+			// Same type and payloads: the base's hashes (computed once per
+			// Prepared, never trusted from the file) and its id.
+			h := s.plan.hashesOf(ev.Step)
+			ev.InputHash, ev.OutputHash, ev.ID = h.in, h.out, base[ev.Step].ID
+			s.aligned = true
 		}
 	}
 	if ev.ID == "" {
-		ev.ID = s.ids.event()
+		s.stampLocked(&ev)
 	}
 	for i := range entries {
 		entries[i].EventID = ev.ID
 	}
-	s.tr.Events = append(s.tr.Events, ev)
-	s.tr.Redactions = append(s.tr.Redactions, entries...)
+	s.log.add(&ev)
+	if len(entries) > 0 {
+		s.tr.Redactions = append(s.tr.Redactions, entries...)
+	}
 	return ev.ID
+}
+
+// stampLocked gives ev a fresh id and its payload hashes, all three cut
+// from one string.
+func (s *session) stampLocked(ev *trace.Event) {
+	var buf [36 + 4*sha256.Size]byte
+	idIn, out := payloadHashes(s.ids.append(buf[:0]), ev)
+	ev.ID, ev.InputHash, ev.OutputHash = idIn[:36], idIn[36:], out
 }
 
 // cleanStrings reports whether the redactable strings of ev hold no
@@ -321,9 +428,10 @@ func (s *session) noteLocked(err error) {
 // occurrenceLocked counts calls of a kind and name and returns this one's
 // 1-based number.
 func (s *session) occurrenceLocked(kind CallKind, name string) int {
-	k := string(kind) + "\x00" + name
-	s.occ[k]++
-	return s.occ[k]
+	k := occKey{kind, name}
+	n := s.occ[k] + 1
+	s.occ[k] = n
+	return n
 }
 
 // run executes the agent under the session and finishes the trace. A panic
@@ -392,7 +500,7 @@ func (s *session) finish(out any, err error) *Result {
 		typ := errorType(err)
 		s.appendLocked(trace.Event{Type: trace.ErrorEvent, ParentID: s.root, Status: trace.StatusError,
 			ErrorType: typ, Message: errorMessage(err, typ)})
-		ev := &s.tr.Events[len(s.tr.Events)-1]
+		ev := s.log.last()
 		s.tr.Failure = &trace.Failure{Type: ev.ErrorType, Message: ev.Message, Step: ev.Step}
 		s.appendLocked(trace.Event{Type: trace.RunEnd, RunStatus: trace.RunFailed, Output: trace.NullValue})
 		s.tr.Status = trace.RunFailed
@@ -400,6 +508,7 @@ func (s *session) finish(out any, err error) *Result {
 		s.appendLocked(trace.Event{Type: trace.RunEnd, RunStatus: trace.RunCompleted, Output: ov})
 		s.tr.Status = trace.RunCompleted
 	}
+	s.tr.Events = s.log.events()
 	var cost float64
 	hasCost := false
 	for i := range s.tr.Events {
@@ -525,20 +634,18 @@ func Replay(ctx context.Context, tr *trace.Trace, agent Agent, opts ...Option) (
 		return nil, optionErrf("replay.Replay: the agent is nil")
 	}
 	cfg := newConfig(opts)
-	if err := cfg.checkReplay(tr); err != nil {
+	p := cfg.prepared
+	switch {
+	case p == nil:
+		p = prepare(tr)
+	case p.base != tr:
+		return nil, optionErrf("replay.Replay: WithPrepared: the plan was prepared from another trace (run %s) than the one replayed (run %s); prepare this trace with replay.Prepare", p.base.RunID, tr.RunID)
+	}
+	if err := cfg.checkReplay(p); err != nil {
 		return nil, err
 	}
-	input := trace.NullValue
-	for i := range tr.Events {
-		if tr.Events[i].Type == trace.RunStart {
-			if !tr.Events[i].Input.IsAbsent() {
-				input = tr.Events[i].Input
-			}
-			break
-		}
-	}
-	s := newSession(cfg, tr, tr.AgentName)
-	res, err := s.run(ctx, input, agent)
+	s := newSession(cfg, p, tr.AgentName)
+	res, err := s.run(ctx, p.input, agent)
 	if res.Divergence != nil {
 		return res, res.Divergence
 	}
