@@ -85,10 +85,10 @@ type Prepared struct {
 	calls    []rec
 	callAt   []int32 // base event index → index in calls, -1
 	markers  []markerRec
-	markerAt []int32          // base event index → index in markers, -1
+	markerAt []int32             // base event index → index in markers, -1
 	queueID  map[[2]string]int32 // (marker key, name) → index in queues
-	queues   [][]int32        // indexes in markers, in order
-	kids     []int32          // children of event i: kids[kidAt[i]:kidAt[i+1]]
+	queues   [][]int32           // indexes in markers, in order
+	kids     []int32             // children of event i: kids[kidAt[i]:kidAt[i+1]]
 	kidAt    []int32
 	rootID   string
 	index    map[string]int32 // event id → index of its first event with that id
