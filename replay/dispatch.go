@@ -78,10 +78,18 @@ func (s *session) dispatchLocked(ic *intercept) decision {
 	if d := s.cfg.director; d != nil {
 		c := Call{Kind: ic.kind, Name: ic.label(), Provider: ic.provider, Model: ic.model, Input: ic.input,
 			Position: ic.position, Occurrence: ic.occurrence, Parent: ic.parent, Node: ic.node, Step: s.log.n}
+		var m *rec
 		if r := s.plan.at(); r != nil {
 			c.Cursor = &r.Recorded
+			if sameIdentity(r, ic) && inputOf(r.Call) == ic.input {
+				// The call at the cursor is the earliest pending one, and
+				// its input is this one: its fingerprint is this one's.
+				ic.fp, m = r.fp, r
+			}
 		}
-		m := s.plan.match(ic.kind, ic.name, ic.provider, ic.model, ic.fingerprint(), "", false)
+		if m == nil {
+			m = s.plan.match(ic.kind, ic.name, ic.provider, ic.model, ic.fingerprint(), "", false)
+		}
 		if m != nil {
 			c.Match = &m.Recorded
 		}
@@ -107,6 +115,18 @@ func (s *session) dispatchLocked(ic *intercept) decision {
 		}
 	}
 	return s.strictLocked(ic)
+}
+
+// sameIdentity reports whether the recorded call r has ic's kind and tool
+// name, or provider and model.
+func sameIdentity(r *rec, ic *intercept) bool {
+	if r.Kind != ic.kind {
+		return false
+	}
+	if ic.kind == KindTool {
+		return r.Call.Name == ic.name
+	}
+	return r.Call.Provider == ic.provider && r.Call.Model == ic.model
 }
 
 func serveRecorded(r *rec) decision {
@@ -253,7 +273,7 @@ func (s *session) takeLocked(ic *intercept, r *rec, n int) decision {
 			return mismatch(fmt.Sprintf("no captured result for recorded %s call '%s' at position %d", r.Kind, r.Label, n))
 		}
 		if r.Result != nil {
-			if stored := r.Result.OutputHash; stored != "" && stored != trace.Hash(r.Output) {
+			if stored := r.Result.OutputHash; stored != "" && stored != s.plan.outputHash(r) {
 				return mismatch(fmt.Sprintf("call #%d: recorded %s '%s' has an invalid output fingerprint\n  recorded output fingerprint: %s\n  computed output fingerprint: %s\n  %s",
 					n, r.Kind, r.Label, stored, trace.Hash(r.Output), validateAdvice))
 			}

@@ -429,6 +429,14 @@ func scopeLabel(ev *trace.Event) string {
 	return string(ev.Type) + ":" + ev.Label()
 }
 
+// outputHash is the hash of r's recorded output, computed once.
+func (p *Prepared) outputHash(r *rec) string {
+	if r.result < 0 || r.Output.IsAbsent() {
+		return trace.Hash(r.Output)
+	}
+	return p.hashesOf(r.result).out
+}
+
 // fingerprint is the hash of r's recorded input.
 func (r *rec) fingerprint() string { return r.fp }
 

@@ -1,21 +1,77 @@
 package replay
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"reflect"
 	"strconv"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/stepfork/stepfork/trace"
 )
 
-// valueOf converts a Go value for recording; its errors match
-// ErrNotRecordable.
+// valueOf converts a Go value for recording, as trace.ValueOf does; its
+// errors match ErrNotRecordable. Values that trace.ValueOf would send
+// through encoding/json (structs, typed slices and maps, Marshalers) are
+// encoded into a pooled buffer and canonicalized from there, which spares
+// the intermediate copies; anything that fails that way goes to
+// trace.ValueOf, so that errors read the same.
 func valueOf(x any) (trace.Value, error) {
+	if viaJSON(x) {
+		e := encoders.Get().(*jsonEncoder)
+		e.buf.Reset()
+		var v trace.Value
+		err := e.enc.Encode(x)
+		if err == nil {
+			v, err = trace.ParseValue(e.buf.Bytes())
+		}
+		if e.buf.Cap() <= maxPooledJSON {
+			encoders.Put(e)
+		}
+		if err == nil {
+			return v, nil
+		}
+	}
 	v, err := trace.ValueOf(x)
 	if err != nil {
 		return trace.Value{}, fmt.Errorf("%w: %w", ErrNotRecordable, err)
 	}
 	return v, nil
+}
+
+// jsonEncoder is a pooled encoding/json encoder and its buffer.
+type jsonEncoder struct {
+	buf bytes.Buffer
+	enc *json.Encoder
+}
+
+// maxPooledJSON bounds the buffers kept in the pool.
+const maxPooledJSON = 64 << 10
+
+var encoders = sync.Pool{New: func() any {
+	e := &jsonEncoder{}
+	e.enc = json.NewEncoder(&e.buf)
+	e.enc.SetEscapeHTML(false) // canonical JSON unescapes them anyway
+	return e
+}}
+
+// viaJSON reports whether trace.ValueOf encodes x with encoding/json.
+func viaJSON(x any) bool {
+	switch x.(type) {
+	case nil, trace.Value, json.RawMessage, json.Number, bool, string,
+		int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64,
+		float32, float64, []any, map[string]any:
+		return false
+	}
+	switch rv := reflect.ValueOf(x); rv.Kind() {
+	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Slice:
+		return !rv.IsNil()
+	case reflect.Float32, reflect.Float64:
+		return false
+	}
+	return true
 }
 
 // redacted is v after redaction: what a recording holds and what live inputs
