@@ -1,6 +1,8 @@
 package fork
 
 import (
+	"sync"
+
 	"github.com/stepfork/stepfork/replay"
 	"github.com/stepfork/stepfork/trace"
 )
@@ -20,6 +22,7 @@ type index struct {
 	node   []int32 // innermost enclosing @node enter marker (not the event itself), -1
 	end    []int32 // last index of the event's subtree
 	occ    []int32 // occurrence of calls, node enters, decisions, parameters (1-based), 0 otherwise
+	enter  []bool  // the event is an @node enter marker
 
 	nodes      map[string][]int32 // node name → enter markers, in order
 	nodeOrder  []string           // node names in order of first execution
@@ -36,6 +39,19 @@ type index struct {
 	sufTools, sufModels []int32
 	sufCost             []float64
 	sufTokens           []int64
+
+	// plan is the replay plan of tr (pairings, expected calls, input
+	// fingerprints, marker queues, payload hashes), prepared on first use
+	// and shared read-only by every variant run from this index.
+	planOnce sync.Once
+	plan     *replay.Prepared
+	planErr  error
+}
+
+// prepared is the replay plan of the base run, computed once per index.
+func (ix *index) prepared() (*replay.Prepared, error) {
+	ix.planOnce.Do(func() { ix.plan, ix.planErr = replay.Prepare(ix.tr) })
+	return ix.plan, ix.planErr
 }
 
 func callKey(kind replay.CallKind, label string) string { return string(kind) + "\x00" + label }
@@ -54,6 +70,7 @@ func newIndex(tr *trace.Trace) *index {
 		node:       make([]int32, n),
 		end:        make([]int32, n),
 		occ:        make([]int32, n),
+		enter:      make([]bool, n),
 		nodes:      map[string][]int32{},
 		exit:       map[int32]int32{},
 		calls:      map[string][]int32{},
@@ -84,7 +101,7 @@ func newIndex(tr *trace.Trace) *index {
 			default:
 				ix.call[i] = ix.call[j]
 			}
-			if isEnter(pe) {
+			if ix.enter[j] {
 				ix.node[i] = j
 			} else {
 				ix.node[i] = ix.node[j]
@@ -116,13 +133,14 @@ func newIndex(tr *trace.Trace) *index {
 			switch m.Key {
 			case trace.MarkerNode:
 				if m.Phase == trace.PhaseEnter {
+					ix.enter[i] = true
 					if len(ix.nodes[m.Name]) == 0 {
 						ix.nodeOrder = append(ix.nodeOrder, m.Name)
 					}
 					ix.nodes[m.Name] = append(ix.nodes[m.Name], int32(i))
 					ix.enters = append(ix.enters, int32(i))
 					ix.occ[i] = int32(len(ix.nodes[m.Name]))
-				} else if p := ix.parent[i]; p >= 0 && isEnter(&evs[p]) {
+				} else if p := ix.parent[i]; p >= 0 && ix.enter[p] {
 					ix.exit[p] = int32(i)
 					ix.occ[i] = ix.occ[p]
 				}

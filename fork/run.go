@@ -229,6 +229,10 @@ func (p *forkPlan) run(ctx context.Context, agent replay.Agent, cfg *config, sav
 		slog.String("at", p.at.Description), slog.String("node", p.at.Node), slog.Int("changes", len(p.changes)),
 		slog.String("group_id", cfg.groupID))
 
+	prep, err := p.ix.prepared()
+	if err != nil {
+		return nil, fmt.Errorf("fork: %w", err)
+	}
 	var res *replay.Result
 	func() {
 		defer func() {
@@ -236,7 +240,7 @@ func (p *forkPlan) run(ctx context.Context, agent replay.Agent, cfg *config, sav
 				err = fmt.Errorf("fork: %w in the variant of %s: %v\n%s", ErrAgentPanicked, base.RunID, r, debug.Stack())
 			}
 		}()
-		res, _ = replay.Replay(ctx, base, agent, replay.WithDirector(d))
+		res, _ = replay.Replay(ctx, base, agent, replay.WithDirector(d), replay.WithPrepared(prep))
 	}()
 	if err != nil {
 		return nil, err

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stepfork/stepfork/replay"
 	"github.com/stepfork/stepfork/trace"
@@ -63,6 +65,21 @@ func (w *longWorld) agent() replay.Agent {
 	})
 }
 
+// cpuTime is the CPU time the process has used (user + system). The
+// benchmarks report it per operation as cpu-ns/op next to ns/op, because
+// wall time is unreliable on a shared, loaded machine.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// reportCPU reports the CPU time used since start per operation.
+func reportCPU(b *testing.B, start time.Duration) {
+	b.Helper()
+	b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
+}
+
 var (
 	longOnce sync.Once
 	longBase *trace.Trace
@@ -86,6 +103,7 @@ func BenchmarkRunMiddleLiveTail(b *testing.B) {
 	agent := w.agent()
 	at := BeforeCall(replay.KindTool, "step", 500)
 	b.ReportAllocs()
+	defer reportCPU(b, cpuTime())
 	for b.Loop() {
 		v, err := Run(context.Background(), base, at, agent)
 		if err != nil || v.Status != StatusCompleted || v.LiveModelCalls != 1 {
@@ -99,6 +117,7 @@ func BenchmarkRunMemoizedNullForkFromStart(b *testing.B) {
 	w := &longWorld{}
 	agent := w.agent()
 	b.ReportAllocs()
+	defer reportCPU(b, cpuTime())
 	for b.Loop() {
 		v, err := Run(context.Background(), base, Start(), agent, Memoize())
 		if err != nil || !v.Diff.Equivalent() {
@@ -124,6 +143,7 @@ func BenchmarkEach3Middle(b *testing.B) {
 	at := BeforeCall(replay.KindTool, "step", 500)
 	vs := sweepVariants(3)
 	b.ReportAllocs()
+	defer reportCPU(b, cpuTime())
 	for b.Loop() {
 		if _, err := Each(context.Background(), base, at, agent, vs); err != nil {
 			b.Fatal(err)
@@ -137,6 +157,7 @@ func BenchmarkEach64(b *testing.B) {
 	at := BeforeCall(replay.KindTool, "step", 500)
 	vs := sweepVariants(64)
 	b.ReportAllocs()
+	defer reportCPU(b, cpuTime())
 	for b.Loop() {
 		if _, err := Each(context.Background(), base, at, agent, vs); err != nil {
 			b.Fatal(err)
@@ -162,6 +183,7 @@ func BenchmarkIndex(b *testing.B) {
 		tr := bl.MustTrace()
 		b.Run(fmt.Sprintf("steps=%d", len(tr.Events)), func(b *testing.B) {
 			b.ReportAllocs()
+			defer reportCPU(b, cpuTime())
 			for b.Loop() {
 				ix := newIndex(tr)
 				if len(ix.points()) == 0 {
@@ -178,6 +200,7 @@ func BenchmarkReplayFrozen(b *testing.B) {
 	base := longRun(b)
 	agent := (&longWorld{}).agent()
 	b.ReportAllocs()
+	defer reportCPU(b, cpuTime())
 	for b.Loop() {
 		if _, err := replay.Replay(context.Background(), base, agent); err != nil {
 			b.Fatal(err)
