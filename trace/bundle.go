@@ -358,8 +358,10 @@ func (f *bundleFile) digest() [sha256.Size]byte {
 // integrity.json into a temporary sibling directory, which is then renamed
 // into place. An existing bundle is replaced only with Overwrite; it is moved
 // to a backup first and restored on failure. tr itself is not changed except
-// for Path. Save streams events.jsonl through a BundleWriter, so the encoded
-// events are never all in memory at once.
+// for Path, which is set to path on success; so, like any method that changes
+// a Trace, Save must not run concurrently with other uses of the same Trace
+// (save a Clone instead). Save streams events.jsonl through a BundleWriter,
+// so the encoded events are never all in memory at once.
 func (tr *Trace) Save(path string, opts ...SaveOption) error {
 	var cfg saveConfig
 	for _, o := range opts {

@@ -552,11 +552,13 @@ func TestValidateVectors(t *testing.T) {
 	}
 }
 
-// bundleOf saves tr into a fresh temporary directory and returns its path.
+// bundleOf saves a copy of tr into a fresh temporary directory and returns its
+// path. It saves a copy because Save sets the trace's Path, and parallel
+// tests share their fixtures.
 func bundleOf(t testing.TB, tr *Trace) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "run.sftrace")
-	if err := tr.Save(p); err != nil {
+	if err := tr.Clone().Save(p); err != nil {
 		t.Fatal(err)
 	}
 	return p
