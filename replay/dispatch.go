@@ -82,13 +82,11 @@ func (s *session) dispatchLocked(ic *intercept) decision {
 		if r := s.plan.at(); r != nil {
 			c.Cursor = &r.Recorded
 			if sameIdentity(r, ic) && inputOf(r.Call) == ic.input {
-				// The call at the cursor is the earliest pending one, and
-				// its input is this one: its fingerprint is this one's.
-				ic.fp, m = r.fp, r
+				m = r // the earliest pending call, with this identity and input
 			}
 		}
 		if m == nil {
-			m = s.plan.match(ic.kind, ic.name, ic.provider, ic.model, ic.fingerprint(), "", false)
+			m = s.plan.match(ic.kind, ic.name, ic.provider, ic.model, ic.input, "", false)
 		}
 		if m != nil {
 			c.Match = &m.Recorded
@@ -202,7 +200,7 @@ func (s *session) exhausted(ic *intercept) error {
 // concurrentLocked matches ic with the earliest pending recorded call of the
 // same identity and input fingerprint under the same parent.
 func (s *session) concurrentLocked(ic *intercept) decision {
-	r := s.plan.match(ic.kind, ic.name, ic.provider, ic.model, ic.fingerprint(), ic.path, true)
+	r := s.plan.match(ic.kind, ic.name, ic.provider, ic.model, ic.input, ic.path, true)
 	if r != nil {
 		return s.takeLocked(ic, r, r.Position)
 	}
@@ -247,14 +245,14 @@ func (s *session) takeLocked(ic *intercept, r *rec, n int) decision {
 	base := MismatchError{Call: n, Kind: ic.kind, Label: r.Label, Step: r.Call.Step, EventID: r.Call.ID}
 	mismatch := func(msg string) decision { e := base; e.msg = msg; return fail(&e) }
 	recorded := inputOf(r.Call)
-	if stored := r.Call.InputHash; stored != "" && stored != r.fingerprint() {
+	if stored := r.Call.InputHash; stored != "" && stored != s.plan.fingerprint(r) {
 		return mismatch(fmt.Sprintf("call #%d: recorded %s '%s' has an invalid input fingerprint\n  recorded input fingerprint: %s\n  computed input fingerprint: %s\n  %s",
-			n, r.Kind, r.Label, stored, r.fingerprint(), validateAdvice))
+			n, r.Kind, r.Label, stored, s.plan.fingerprint(r), validateAdvice))
 	}
 	if !hybridLive && recorded != ic.input {
 		fp := r.Call.InputHash
 		if fp == "" {
-			fp = r.fingerprint() + " (computed; recording had no stored input_hash)"
+			fp = s.plan.fingerprint(r) + " (computed; recording had no stored input_hash)"
 		}
 		e := base
 		e.Recorded, e.Actual = recorded, ic.input

@@ -43,9 +43,8 @@ type Recorded struct {
 // (consumed, skipped) is kept by the session's plan.
 type rec struct {
 	Recorded
-	event  int    // index of Call in the base events
-	result int    // index of Result in the base events, -1 when none
-	fp     string // hash of the recorded input (null when absent)
+	event  int // index of Call in the base events
+	result int // index of Result in the base events, -1 when none
 }
 
 // markerRec is a recorded runtime marker.
@@ -55,12 +54,13 @@ type markerRec struct {
 }
 
 // matchKey is what Concurrent matching and Call.Match look a recorded call
-// up by: its identity and input fingerprint.
+// up by: its identity and canonical input (equal inputs, equal
+// fingerprints; the map hashes the text, no SHA-256 needed).
 type matchKey struct {
 	kind            CallKind
 	name            string // tool name
 	provider, model string
-	fp              string
+	input           string // canonical recorded input (null when absent)
 }
 
 // Prepared is the replay plan of a trace, computed once and read-only
@@ -139,7 +139,7 @@ func prepare(base *trace.Trace) *Prepared {
 		markerAt: make([]int32, n),
 		queueID:  map[[2]string]int32{},
 		index:    make(map[string]int32, n),
-		byKey:    map[matchKey]int32{},
+		byKey:    make(map[matchKey]int32, n/2),
 		tools:    map[string]bool{},
 		models:   map[string]bool{},
 		hashes:   make([]atomic.Pointer[eventHashes], n),
@@ -255,17 +255,11 @@ func prepare(base *trace.Trace) *Prepared {
 	return p
 }
 
-// addCall appends r with its fingerprint and indexes it by identity and
-// fingerprint.
+// addCall appends r and indexes it by identity and input.
 func (p *Prepared) addCall(r rec) {
 	r.Position = len(p.calls) + 1
 	ev := r.Call
-	if ev.Input.IsAbsent() {
-		r.fp = nullHash
-	} else {
-		r.fp = p.hashesOf(r.event).in
-	}
-	k := matchKey{kind: r.Kind, fp: r.fp}
+	k := matchKey{kind: r.Kind, input: inputOf(ev).Canonical()}
 	if r.Kind == KindTool {
 		k.name = ev.Name
 	} else {
@@ -437,8 +431,14 @@ func (p *Prepared) outputHash(r *rec) string {
 	return p.hashesOf(r.result).out
 }
 
-// fingerprint is the hash of r's recorded input.
-func (r *rec) fingerprint() string { return r.fp }
+// fingerprint is the hash of r's recorded input (of null when it has none),
+// computed once.
+func (p *Prepared) fingerprint(r *rec) string {
+	if r.Call.Input.IsAbsent() {
+		return nullHash
+	}
+	return p.hashesOf(r.event).in
+}
 
 // inputOf is the input of a call event, null when absent (hashed like any
 // value: no "<none>").
@@ -525,11 +525,14 @@ func (p *plan) skipNested(r *rec) {
 	}
 }
 
-// match finds the earliest pending call with the given identity and input
-// fingerprint; when scoped, only calls made in a scope with the given path
-// qualify.
-func (p *plan) match(kind CallKind, name, provider, model, fp, path string, scoped bool) *rec {
-	k := matchKey{kind: kind, fp: fp}
+// match finds the earliest pending call with the given identity and
+// (redacted) input; when scoped, only calls made in a scope with the given
+// path qualify.
+func (p *plan) match(kind CallKind, name, provider, model string, input trace.Value, path string, scoped bool) *rec {
+	if input.IsAbsent() {
+		return nil
+	}
+	k := matchKey{kind: kind, input: input.Canonical()}
 	if kind == KindTool {
 		k.name = name
 	} else {
