@@ -111,8 +111,15 @@ func Each(ctx context.Context, base *trace.Trace, at At, agent replay.Agent, var
 		return nil, errors.New("fork.Each: the agent is nil")
 	}
 	cfg := newConfig(opts)
-	plans, r, err := planSweep(newIndex(base), at, variants, cfg.changes)
+	ix := newIndex(base)
+	plans, r, err := planSweep(ix, at, variants, cfg.changes)
 	if err != nil {
+		return nil, fmt.Errorf("fork.Each: %w", err)
+	}
+	// The replay plan of the base, shared by every variant: prepared here,
+	// before the workers start, rather than by the first of them while the
+	// others wait.
+	if _, err := ix.prepared(); err != nil {
 		return nil, fmt.Errorf("fork.Each: %w", err)
 	}
 	if cfg.groupID == "" {
