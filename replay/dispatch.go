@@ -76,7 +76,8 @@ func (s *session) dispatchLocked(ic *intercept) decision {
 		return decision{act: actExecute}
 	}
 	if d := s.cfg.director; d != nil {
-		c := Call{Kind: ic.kind, Name: ic.label(), Provider: ic.provider, Model: ic.model, Input: ic.input,
+		c := &s.direct // valid only during Direct: reused, not allocated per call
+		*c = Call{Kind: ic.kind, Name: ic.label(), Provider: ic.provider, Model: ic.model, Input: ic.input,
 			Position: ic.position, Occurrence: ic.occurrence, Parent: ic.parent, Node: ic.node, Step: s.log.n}
 		var m *rec
 		if r := s.plan.at(); r != nil {
@@ -91,7 +92,7 @@ func (s *session) dispatchLocked(ic *intercept) decision {
 		if m != nil {
 			c.Match = &m.Recorded
 		}
-		a := d.Direct(&c)
+		a := d.Direct(c)
 		switch a.kind {
 		case actServe:
 			return decision{act: actServe, value: a.value}

@@ -139,9 +139,10 @@ func Read[T any](ctx context.Context, key string, current T) T {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c := Call{Kind: KindState, Name: key, Input: redacted(cur), Parent: sc.parent, Node: sc.node,
+	c := &s.direct
+	*c = Call{Kind: KindState, Name: key, Input: redacted(cur), Parent: sc.parent, Node: sc.node,
 		Occurrence: s.occurrenceLocked(KindState, key), Step: s.log.n}
-	a := s.cfg.director.Direct(&c)
+	a := s.cfg.director.Direct(c)
 	if a.kind != actServe {
 		return current
 	}
@@ -338,11 +339,12 @@ func (s *session) marker(sc *scope, kind CallKind, name string, computed trace.V
 	if s.plan != nil {
 		next, slot = s.plan.nextMarker(key, name)
 		if d := s.cfg.director; d != nil {
-			c := Call{Kind: kind, Name: name, Input: redacted(computed), Occurrence: occ, Parent: sc.parent, Node: sc.node, Step: s.log.n}
+			c := &s.direct
+			*c = Call{Kind: kind, Name: name, Input: redacted(computed), Occurrence: occ, Parent: sc.parent, Node: sc.node, Step: s.log.n}
 			if next != nil {
 				c.Marker = next.ev
 			}
-			act = d.Direct(&c)
+			act = d.Direct(c)
 		}
 	}
 	var res markerResult

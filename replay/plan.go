@@ -144,10 +144,8 @@ func prepare(base *trace.Trace) *Prepared {
 		models:   map[string]bool{},
 		hashes:   make([]atomic.Pointer[eventHashes], n),
 	}
-	for i := range evs {
-		if _, dup := p.index[evs[i].ID]; !dup {
-			p.index[evs[i].ID] = int32(i)
-		}
+	for i := n - 1; i >= 0; i-- { // backwards: the first event with an id wins
+		p.index[evs[i].ID] = int32(i)
 	}
 	// Children in compressed form: parents precede their children.
 	parent := make([]int32, n)

@@ -190,6 +190,7 @@ type session struct {
 	liveModels map[string]bool
 	liveTools  map[string]bool
 	ids        ids
+	direct     Call // the Call handed to the Director, reused (valid only during Direct)
 }
 
 // occKey counts the calls of one kind and name.
