@@ -83,12 +83,14 @@ func newIndex(tr *trace.Trace) *index {
 		sufCost:    make([]float64, n+1),
 		sufTokens:  make([]int64, n+1),
 	}
-	for i := range evs {
-		if _, dup := ix.byID[evs[i].ID]; !dup {
-			ix.byID[evs[i].ID] = int32(i)
-		}
+	for i := n - 1; i >= 0; i-- { // backwards: the first event with an id wins
+		ix.byID[evs[i].ID] = int32(i)
 	}
 	counts := map[string]int32{}
+	var (
+		lastKind           replay.CallKind
+		lastLabel, lastKey string
+	)
 	for i := range evs {
 		ev := &evs[i]
 		ix.parent[i], ix.call[i], ix.node[i], ix.end[i] = -1, -1, -1, int32(i)
@@ -110,7 +112,10 @@ func newIndex(tr *trace.Trace) *index {
 		switch ev.Type {
 		case trace.ToolCall, trace.LLMRequest:
 			kind, label := callIdentity(ev)
-			k := callKey(kind, label)
+			if kind != lastKind || label != lastLabel { // runs of the same call share one key
+				lastKind, lastLabel, lastKey = kind, label, callKey(kind, label)
+			}
+			k := lastKey
 			counts[k]++
 			ix.occ[i] = counts[k]
 			if len(ix.calls[k]) == 0 {

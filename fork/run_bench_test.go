@@ -151,6 +151,9 @@ func BenchmarkEach3Middle(b *testing.B) {
 	}
 }
 
+// BenchmarkEach64 runs a sweep of 64 variants; run it with -cpu 1,2 to see
+// it scale. cores is the CPU time over the wall time: how many cores the
+// sweep kept busy (near GOMAXPROCS when the machine has them to give).
 func BenchmarkEach64(b *testing.B) {
 	base := longRun(b)
 	agent := (&longWorld{}).agent()
@@ -158,6 +161,9 @@ func BenchmarkEach64(b *testing.B) {
 	vs := sweepVariants(64)
 	b.ReportAllocs()
 	defer reportCPU(b, cpuTime())
+	defer func(cpu time.Duration, wall time.Time) {
+		b.ReportMetric(float64(cpuTime()-cpu)/float64(time.Since(wall)), "cores")
+	}(cpuTime(), time.Now())
 	for b.Loop() {
 		if _, err := Each(context.Background(), base, at, agent, vs); err != nil {
 			b.Fatal(err)
