@@ -383,7 +383,7 @@ func (s *session) noteCallLocked(ic *intercept, callID string, o Outcome, r *rec
 	if r != nil {
 		cr.Recorded = &r.Recorded
 	}
-	s.calls = append(s.calls, cr)
+	s.calls.add(&cr)
 	switch o {
 	case Served:
 		s.counts[0]++

@@ -97,7 +97,11 @@ type Prepared struct {
 	tools    map[string]bool
 	models   map[string]bool
 
-	hashes []atomic.Pointer[eventHashes] // payload hashes of each event, computed once
+	// hashes are the payload hashes of each event (input, output), filled
+	// on first use: hashState[i] goes 0 → 1 (being computed by one
+	// session) → 2 (hashes[i] set, never written again).
+	hashes    [][2]string
+	hashState []atomic.Uint32
 
 	pathsOnce sync.Once
 	paths     []string // scope path inside each event (see pathOf)
@@ -105,10 +109,6 @@ type Prepared struct {
 	reasonsOnce sync.Once
 	reasons     map[[2]string]string // (event id, path) → reason of the base's redaction entries
 }
-
-// eventHashes are the payload hashes an event must carry
-// (trace.Event.ExpectedHashes).
-type eventHashes struct{ in, out string }
 
 // Prepare computes the replay plan of tr once, in time linear in the
 // trace, so that many replays of tr (WithPrepared) share it instead of each
@@ -133,16 +133,17 @@ func prepare(base *trace.Trace) *Prepared {
 	evs := base.Events
 	n := len(evs)
 	p := &Prepared{
-		base:     base,
-		input:    trace.NullValue,
-		callAt:   make([]int32, n),
-		markerAt: make([]int32, n),
-		queueID:  map[[2]string]int32{},
-		index:    make(map[string]int32, n),
-		byKey:    make(map[matchKey]int32, n/2),
-		tools:    map[string]bool{},
-		models:   map[string]bool{},
-		hashes:   make([]atomic.Pointer[eventHashes], n),
+		base:      base,
+		input:     trace.NullValue,
+		callAt:    make([]int32, n),
+		markerAt:  make([]int32, n),
+		queueID:   map[[2]string]int32{},
+		index:     make(map[string]int32, n),
+		byKey:     make(map[matchKey]int32, n/2),
+		tools:     map[string]bool{},
+		models:    map[string]bool{},
+		hashes:    make([][2]string, n),
+		hashState: make([]atomic.Uint32, n),
 	}
 	for i := n - 1; i >= 0; i-- { // backwards: the first event with an id wins
 		p.index[evs[i].ID] = int32(i)
@@ -287,19 +288,22 @@ func (p *Prepared) firstChild(i int, t trace.EventType) int {
 	return -1
 }
 
-// hashesOf is the payload hashes of base event i, computed on first use
-// (concurrent sessions may race to compute them; they compute the same).
-func (p *Prepared) hashesOf(i int) *eventHashes {
-	if h := p.hashes[i].Load(); h != nil {
-		return h
+// hashesOf is the payload hashes of base event i (what ExpectedHashes
+// returns), computed once: the first session to need them stores them;
+// one that finds them being stored computes its own copy.
+func (p *Prepared) hashesOf(i int) (in, out string) {
+	st := &p.hashState[i]
+	if st.Load() == 2 {
+		h := &p.hashes[i]
+		return h[0], h[1]
 	}
 	var buf [2 * 2 * sha256.Size]byte
-	in, out := payloadHashes(buf[:0], &p.base.Events[i])
-	h := &eventHashes{in: in, out: out}
-	if !p.hashes[i].CompareAndSwap(nil, h) {
-		h = p.hashes[i].Load()
+	in, out = payloadHashes(buf[:0], &p.base.Events[i])
+	if st.CompareAndSwap(0, 1) {
+		p.hashes[i] = [2]string{in, out}
+		st.Store(2)
 	}
-	return h
+	return in, out
 }
 
 // payloadHashes computes the hashes of ev's payloads (what
@@ -426,7 +430,8 @@ func (p *Prepared) outputHash(r *rec) string {
 	if r.result < 0 || r.Output.IsAbsent() {
 		return trace.Hash(r.Output)
 	}
-	return p.hashesOf(r.result).out
+	_, out := p.hashesOf(r.result)
+	return out
 }
 
 // fingerprint is the hash of r's recorded input (of null when it has none),
@@ -435,7 +440,8 @@ func (p *Prepared) fingerprint(r *rec) string {
 	if r.Call.Input.IsAbsent() {
 		return nullHash
 	}
-	return p.hashesOf(r.event).in
+	in, _ := p.hashesOf(r.event)
+	return in
 }
 
 // inputOf is the input of a call event, null when absent (hashed like any

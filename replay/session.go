@@ -177,7 +177,7 @@ type session struct {
 	cfg        config
 	plan       *plan // nil when recording
 	tr         *trace.Trace
-	log        eventLog // the events of tr, until finish
+	log        chunks[trace.Event] // the events of tr, until finish
 	root       string
 	aligned    bool // every event so far equals the base event at its position
 	state      map[string]trace.Value
@@ -185,7 +185,7 @@ type session struct {
 	position   int // dependency calls intercepted
 	matched    int // recorded calls consumed by strict matching
 	divergence error
-	calls      []CallRecord
+	calls      chunks[CallRecord]
 	counts     [4]int // served, executed, blocked, failed
 	liveModels map[string]bool
 	liveTools  map[string]bool
@@ -219,7 +219,7 @@ func newSession(cfg config, p *Prepared, agent string) *session {
 	if p != nil {
 		s.plan = newPlan(p)
 		s.log.cur = make([]trace.Event, 0, len(p.base.Events)+2)
-		s.calls = make([]CallRecord, 0, len(p.calls))
+		s.calls.cur = make([]CallRecord, 0, len(p.calls))
 		s.aligned = true
 		if len(cfg.liveModels) > 0 {
 			s.liveModels = setOf(cfg.liveModels)
@@ -231,13 +231,14 @@ func newSession(cfg config, p *Prepared, agent string) *session {
 	return s
 }
 
-// eventLog holds a session's events in chunks that are never copied while
-// the run goes on (an append to one growing slice would copy every event
-// again at each growth); Events assembles them once, at the end. A replay
-// starts with one chunk the size of the base run, which usually suffices.
-type eventLog struct {
-	full [][]trace.Event
-	cur  []trace.Event
+// chunks holds a session's events (or call records) in chunks that are
+// never copied while the run goes on (an append to one growing slice would
+// copy every element again at each growth, and allocate several times the
+// final size); all assembles them once, at the end. A replay starts with
+// one chunk the size of the base run, which usually suffices.
+type chunks[T any] struct {
+	full [][]T
+	cur  []T
 	n    int
 }
 
@@ -246,28 +247,28 @@ const (
 	maxChunk   = 4096
 )
 
-func (l *eventLog) add(ev *trace.Event) {
+func (l *chunks[T]) add(v *T) {
 	if len(l.cur) == cap(l.cur) {
 		size := firstChunk
 		if c := cap(l.cur); c > 0 {
 			l.full = append(l.full, l.cur)
 			size = min(2*c, maxChunk)
 		}
-		l.cur = make([]trace.Event, 0, size)
+		l.cur = make([]T, 0, size)
 	}
-	l.cur = append(l.cur, *ev)
+	l.cur = append(l.cur, *v)
 	l.n++
 }
 
-// last is the event added last.
-func (l *eventLog) last() *trace.Event { return &l.cur[len(l.cur)-1] }
+// last is the element added last.
+func (l *chunks[T]) last() *T { return &l.cur[len(l.cur)-1] }
 
-// events returns every event in one slice.
-func (l *eventLog) events() []trace.Event {
+// all returns every element in one slice.
+func (l *chunks[T]) all() []T {
 	if len(l.full) == 0 {
 		return l.cur
 	}
-	out := make([]trace.Event, 0, l.n)
+	out := make([]T, 0, l.n)
 	for _, c := range l.full {
 		out = append(out, c...)
 	}
@@ -358,8 +359,8 @@ func (s *session) addLocked(ev trace.Event, clean *trace.Event) string {
 		if base := s.plan.base.Events; ev.Step < len(base) && sameEvent(&base[ev.Step], &ev) {
 			// Same type and payloads: the base's hashes (computed once per
 			// Prepared, never trusted from the file) and its id.
-			h := s.plan.hashesOf(ev.Step)
-			ev.InputHash, ev.OutputHash, ev.ID = h.in, h.out, base[ev.Step].ID
+			ev.InputHash, ev.OutputHash = s.plan.hashesOf(ev.Step)
+			ev.ID = base[ev.Step].ID
 			s.aligned = true
 		}
 	}
@@ -509,7 +510,7 @@ func (s *session) finish(out any, err error) *Result {
 		s.appendLocked(trace.Event{Type: trace.RunEnd, RunStatus: trace.RunCompleted, Output: ov})
 		s.tr.Status = trace.RunCompleted
 	}
-	s.tr.Events = s.log.events()
+	s.tr.Events = s.log.all()
 	var cost float64
 	hasCost := false
 	for i := range s.tr.Events {
@@ -538,7 +539,7 @@ func (s *session) finish(out any, err error) *Result {
 		Trace:      s.tr,
 		Output:     out,
 		Divergence: s.divergence,
-		Calls:      s.calls,
+		Calls:      s.calls.all(),
 		Served:     s.counts[0],
 		Executed:   s.counts[1],
 		Blocked:    s.counts[2],
