@@ -81,6 +81,23 @@ func BenchmarkToolRecord(b *testing.B) {
 	reportCPU(b, start)
 }
 
+// BenchmarkToolRecordRuns100 is the cost of one recorded tool call in runs
+// of 100 calls, the size of a typical agent run: BenchmarkToolRecord keeps
+// every one of b.N calls alive in one trace, so on a machine where page
+// faults are dear it mostly measures the kernel handing out fresh memory.
+func BenchmarkToolRecordRuns100(b *testing.B) {
+	agent := loopAgent(100)
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := cpuTime()
+	for range (b.N + 99) / 100 {
+		if _, err := replay.Record(context.Background(), "bench", nil, agent); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportCPU(b, start)
+}
+
 // BenchmarkToolReplayFrozen is the cost of one tool call served by a frozen
 // replay (matching, serving, decoding, re-recording).
 func BenchmarkToolReplayFrozen(b *testing.B) {
