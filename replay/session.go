@@ -234,8 +234,10 @@ func newSession(cfg config, p *Prepared, agent string) *session {
 // chunks holds a session's events (or call records) in chunks that are
 // never copied while the run goes on (an append to one growing slice would
 // copy every element again at each growth, and allocate several times the
-// final size); all assembles them once, at the end. A replay starts with
-// one chunk the size of the base run, which usually suffices.
+// final size); all assembles them once, at the end. Up to maxChunk/4
+// elements they are one slice that doubles (nothing to assemble), and a
+// replay starts with one chunk the size of the base run, which usually
+// suffices.
 type chunks[T any] struct {
 	full [][]T
 	cur  []T
@@ -248,6 +250,13 @@ const (
 )
 
 func (l *chunks[T]) add(v *T) {
+	if len(l.cur) == cap(l.cur) && len(l.full) == 0 && len(l.cur) < maxChunk/4 {
+		// A short run grows one slice (no assembly at the end); chunks
+		// start once it is long.
+		grown := make([]T, len(l.cur), max(firstChunk, 2*cap(l.cur)))
+		copy(grown, l.cur)
+		l.cur = grown
+	}
 	if len(l.cur) == cap(l.cur) {
 		size := firstChunk
 		if c := cap(l.cur); c > 0 {
