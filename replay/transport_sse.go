@@ -9,7 +9,7 @@ import (
 
 // sseParser splits a text/event-stream body into frames as the bytes go by
 // (the parsing rules of the HTML server-sent events specification): lines end
-// in "\n" or "\r\n"; "field: value" lines set event, id, retry or add a data
+// in "\n", "\r\n" or "\r"; "field: value" lines set event, id, retry or add a data
 // line; a blank line ends a frame; comment lines (":…") are dropped. Bytes
 // after the last blank line are kept raw as the tail.
 type sseParser struct {
@@ -21,21 +21,39 @@ type sseParser struct {
 	data    []byte
 	fields  bool // the unfinished frame has at least one field
 	hasData bool
+	has     [3]bool // event, id and retry lines were seen (even with empty values)
+	afterCR bool    // the last line ended in "\r": a "\n" next is part of its ending
 	frames  []trace.Value
 }
 
-// feed parses the next bytes of the stream.
+// feed parses the next bytes of the stream. Lines end in "\r\n", "\n" or a
+// lone "\r", as the specification says; a "\r" that ends one read and a
+// "\n" that starts the next are one line ending.
 func (p *sseParser) feed(b []byte) {
 	for len(b) > 0 {
-		i := bytes.IndexByte(b, '\n')
+		if p.afterCR {
+			p.afterCR = false
+			if b[0] == '\n' {
+				if len(p.since) > 0 { // else the line dispatched its frame
+					p.since = append(p.since, '\n')
+				}
+				b = b[1:]
+				continue
+			}
+		}
+		i := bytes.IndexAny(b, "\r\n")
 		if i < 0 {
 			p.line = append(p.line, b...)
 			return
 		}
+		content := len(p.line) + i
 		p.line = append(p.line, b[:i+1]...)
+		if b[i] == '\r' {
+			p.afterCR = true
+		}
 		b = b[i+1:]
 		p.since = append(p.since, p.line...)
-		p.lineDone(bytes.TrimSuffix(bytes.TrimSuffix(p.line, []byte{'\n'}), []byte{'\r'}))
+		p.lineDone(p.line[:content])
 		p.line = p.line[:0]
 	}
 }
@@ -54,11 +72,11 @@ func (p *sseParser) lineDone(l []byte) {
 	}
 	switch string(field) {
 	case "event":
-		p.event, p.fields = string(value), true
+		p.event, p.fields, p.has[0] = string(value), true, true
 	case "id":
-		p.id, p.fields = string(value), true
+		p.id, p.fields, p.has[1] = string(value), true, true
 	case "retry":
-		p.retry, p.fields = string(value), true
+		p.retry, p.fields, p.has[2] = string(value), true, true
 	case "data":
 		if p.hasData {
 			p.data = append(p.data, '\n')
@@ -74,20 +92,20 @@ func (p *sseParser) dispatch() {
 		if p.hasData {
 			data = frameData(p.data)
 		}
-		str := func(s string) trace.Value {
-			if s == "" {
+		str := func(seen bool, s string) trace.Value {
+			if !seen {
 				return trace.Value{}
 			}
 			return trace.StringValue(s)
 		}
 		f, _ := trace.ObjectValue(
-			trace.Member{Key: "event", Value: str(p.event)},
-			trace.Member{Key: "id", Value: str(p.id)},
-			trace.Member{Key: "retry", Value: str(p.retry)},
+			trace.Member{Key: "event", Value: str(p.has[0], p.event)},
+			trace.Member{Key: "id", Value: str(p.has[1], p.id)},
+			trace.Member{Key: "retry", Value: str(p.has[2], p.retry)},
 			trace.Member{Key: "data", Value: data})
 		p.frames = append(p.frames, f)
 	}
-	p.event, p.id, p.retry, p.data, p.fields, p.hasData = "", "", "", p.data[:0], false, false
+	p.event, p.id, p.retry, p.data, p.fields, p.hasData, p.has = "", "", "", p.data[:0], false, false, [3]bool{}
 	p.since = p.since[:0]
 }
 

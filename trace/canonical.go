@@ -10,6 +10,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -851,6 +852,12 @@ func appendEscaped(dst, s []byte) []byte {
 
 // appendQuoted appends s as a canonical JSON string literal.
 func appendQuoted(dst []byte, s string) []byte {
+	if !utf8.ValidString(s) {
+		// A Go string may hold any bytes; JSON text, and so every Value and
+		// every file this package writes, is UTF-8. Invalid bytes become
+		// U+FFFD, as encoding/json does.
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
 	dst = append(dst, '"')
 	dst = appendEscaped(dst, []byte(s))
 	return append(dst, '"')

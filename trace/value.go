@@ -76,7 +76,8 @@ func MustParse(text string) Value {
 	return v
 }
 
-// StringValue returns s as a JSON string.
+// StringValue returns s as a JSON string. Bytes of s that are not valid
+// UTF-8 are replaced by U+FFFD, as encoding/json does: JSON text is UTF-8.
 func StringValue(s string) Value { return Value{string(appendQuoted(nil, s))} }
 
 // IntValue returns i as a JSON integer.
