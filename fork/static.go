@@ -585,22 +585,9 @@ func forkSource(src *source, point Point, opts Options) (*made, error) {
 		return nil, &ForkError{Msg: fmt.Sprintf("cannot fork: %v", err), Err: err}
 	}
 	info := newInfo(opts, runID, &src.manifest, src.parentPath, point, last, ancestors)
-	info.OverridesApplied = len(applied)
-	for _, a := range applied {
-		ev := &prep.Events[a.index]
-		info.Overrides = append(info.Overrides, AppliedOverride{
-			Target:             a.t.o.target(),
-			Step:               ev.Step,
-			EventID:            ev.ID,
-			Type:               ev.Type,
-			Output:             ev.Output,
-			OutputHash:         ev.OutputHash,
-			OriginalOutputHash: a.originalHash,
-		})
-	}
-	data, err := info.marshal()
+	data, err := info.recordOverrides(applied, func(i int) *trace.Event { return &prep.Events[applied[i].index] })
 	if err != nil {
-		return nil, &ForkError{Msg: fmt.Sprintf("cannot fork: writing %s: %v", InfoFile, err), Err: err}
+		return nil, err
 	}
 	prep.Extras = map[string][]byte{InfoFile: data}
 	return &made{forked: prep, info: info}, nil
@@ -675,6 +662,29 @@ func unresolved(targets []target, kept []keptMeta) (map[int]bool, map[string]boo
 		delete(ids, kept[i].id)
 	}
 	return steps, ids
+}
+
+// recordOverrides lists the applied overrides in i (event(k) is the
+// prepared event of applied[k]) and returns fork.json.
+func (i *Info) recordOverrides(applied []appliedOverride, event func(k int) *trace.Event) ([]byte, error) {
+	i.OverridesApplied = len(applied)
+	for k, a := range applied {
+		ev := event(k)
+		i.Overrides = append(i.Overrides, AppliedOverride{
+			Target:             a.t.o.target(),
+			Step:               ev.Step,
+			EventID:            ev.ID,
+			Type:               ev.Type,
+			Output:             ev.Output,
+			OutputHash:         ev.OutputHash,
+			OriginalOutputHash: a.originalHash,
+		})
+	}
+	data, err := i.marshal()
+	if err != nil {
+		return nil, &ForkError{Msg: fmt.Sprintf("cannot fork: writing %s: %v", InfoFile, err), Err: err}
+	}
+	return data, nil
 }
 
 type appliedOverride struct {

@@ -190,22 +190,9 @@ func forkStream(r *trace.Reader, parentFork []byte, parentPath string, point Poi
 	reds = append(reds, overrideReds...)
 
 	info := newInfo(opts, runID, &parent, parentPath, point, last, ancestors)
-	info.OverridesApplied = len(applied)
-	for i, a := range applied {
-		ev := &appliedOut[i]
-		info.Overrides = append(info.Overrides, AppliedOverride{
-			Target:             a.t.o.target(),
-			Step:               ev.Step,
-			EventID:            ev.ID,
-			Type:               ev.Type,
-			Output:             ev.Output,
-			OutputHash:         ev.OutputHash,
-			OriginalOutputHash: a.originalHash,
-		})
-	}
-	data, err := info.marshal()
+	data, err := info.recordOverrides(applied, func(k int) *trace.Event { return &appliedOut[k] })
 	if err != nil {
-		return nil, &ForkError{Msg: fmt.Sprintf("cannot fork: writing %s: %v", InfoFile, err), Err: err}
+		return nil, err
 	}
 	forked := &trace.Trace{Manifest: m, Events: events, Redactions: reds, Extras: map[string][]byte{InfoFile: data}}
 
