@@ -219,24 +219,77 @@ func DisplayPaths(base, variant string) DiffOption {
 // terminal status, and the token and cost deltas. A nil trace is compared as
 // an empty run.
 func Diff(base, variant *Trace, opts ...DiffOption) *RunDiff {
-	var cfg diffConfig
+	db := PrepareDiff(base, opts...)
+	// The steps are this call's own: no need to copy them.
+	return db.diff(variant, db.steps)
+}
+
+// DiffBase is the base side of Diff, computed once: the base run's behavior
+// steps (pairing, redaction, payloads), its summary and its final state.
+// Comparing many variants of one base run (a fork sweep) against a DiffBase
+// extracts the base once instead of once per variant (cycgraph hazard H9:
+// base data shared read-only across variants).
+//
+// A DiffBase is immutable and safe for concurrent use. It is a snapshot:
+// changing the base trace after PrepareDiff does not change it.
+type DiffBase struct {
+	cfg     diffConfig
+	steps   []BehaviorStep   // the base's behavior steps; never modified
+	summary RunSummary       // the base's summary, its display path set
+	state   map[string]Value // the base's final state; only read
+}
+
+// PrepareDiff computes the base side of Diff(base, variant, opts...) for
+// any variant. The options are those of Diff; DisplayPaths sets the path of
+// the base and of every variant compared with the result. A nil trace is an
+// empty run.
+//
+//	db := trace.PrepareDiff(base)
+//	for _, v := range variants {
+//		d := db.Diff(v) // the same as trace.Diff(base, v)
+//	}
+func PrepareDiff(base *Trace, opts ...DiffOption) *DiffBase {
+	db := &DiffBase{}
 	for _, o := range opts {
-		o(&cfg)
+		o(&db.cfg)
 	}
 	if base == nil {
 		base = &Trace{}
 	}
+	bp := base.Path
+	if db.cfg.pathsSet {
+		bp = db.cfg.basePath
+	}
+	db.steps = extractBehavior(base, !db.cfg.positional)
+	db.summary = summarize(base, pythonPath(bp), len(db.steps))
+	db.state = finalState(base)
+	return db
+}
+
+// Diff compares the variant with the prepared base run. The result is equal,
+// field for field, to Diff(base, variant, opts...) with the base and
+// options given to PrepareDiff, and owns its steps: its Base steps are
+// copies, not shared with other results.
+func (db *DiffBase) Diff(variant *Trace) *RunDiff {
+	// Payloads are immutable Values, so a shallow copy makes the steps the
+	// result's own.
+	return db.diff(variant, slices.Clone(db.steps))
+}
+
+// diff compares variant with the prepared base, whose behavior steps are bs
+// (db.steps or a copy).
+func (db *DiffBase) diff(variant *Trace, bs []BehaviorStep) *RunDiff {
+	cfg := &db.cfg
 	if variant == nil {
 		variant = &Trace{}
 	}
-	bp, vp := base.Path, variant.Path
+	vp := variant.Path
 	if cfg.pathsSet {
-		bp, vp = cfg.basePath, cfg.varPath
+		vp = cfg.varPath
 	}
 	d := &RunDiff{Positional: cfg.positional}
-	bs := extractBehavior(base, !cfg.positional)
 	vs := extractBehavior(variant, !cfg.positional)
-	d.Base = summarize(base, pythonPath(bp), len(bs))
+	d.Base = db.summary
 	d.Variant = summarize(variant, pythonPath(vp), len(vs))
 
 	var pairs []stepPair
@@ -286,7 +339,7 @@ func Diff(base, variant *Trace, opts ...DiffOption) *RunDiff {
 			vi = p.v + 1
 		}
 	}
-	d.State = stateDeltas(base, variant)
+	d.State = stateDeltas(db.state, finalState(variant))
 	d.TokensDelta = d.Variant.Tokens - d.Base.Tokens
 	d.CostDelta = d.Variant.CostUSD - d.Base.CostUSD
 	return d
@@ -792,8 +845,9 @@ func finalState(tr *Trace) map[string]Value {
 	return st
 }
 
-func stateDeltas(base, variant *Trace) []StateDelta {
-	bst, vst := finalState(base), finalState(variant)
+// stateDeltas compares the final states of the base and the variant run
+// (see finalState); it only reads the two maps.
+func stateDeltas(bst, vst map[string]Value) []StateDelta {
 	keys := make([]string, 0, len(bst)+len(vst))
 	for k := range bst {
 		keys = append(keys, k)

@@ -126,3 +126,42 @@ func BenchmarkDiff(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDiffPrepared compares one variant with a base run of 10,000
+// steps by Diff, which extracts the base every time, and by a DiffBase
+// prepared once, as a sweep does for its variants.
+//
+//	go test ./trace -run '^$' -bench BenchmarkDiffPrepared -benchmem -benchtime 10x -count 1
+func BenchmarkDiffPrepared(b *testing.B) {
+	const n = 10_000
+	base := benchRun(b, n)
+	variant := changeOutputs(base)
+	for _, mode := range []struct {
+		name string
+		opts []DiffOption
+	}{{"lcs", nil}, {"positional", []DiffOption{AlignPosition()}}} {
+		check := func(b *testing.B, d *RunDiff) {
+			b.Helper()
+			if d.Changed != n/100 || d.Added != 0 {
+				b.Fatalf("changed=%d added=%d removed=%d", d.Changed, d.Added, d.Removed)
+			}
+		}
+		b.Run(mode.name+"/diff", func(b *testing.B) {
+			b.ReportAllocs()
+			var d *RunDiff
+			for b.Loop() {
+				d = Diff(base, variant, mode.opts...)
+			}
+			check(b, d)
+		})
+		b.Run(mode.name+"/prepared", func(b *testing.B) {
+			b.ReportAllocs()
+			db := PrepareDiff(base, mode.opts...)
+			var d *RunDiff
+			for b.Loop() {
+				d = db.Diff(variant)
+			}
+			check(b, d)
+		})
+	}
+}

@@ -6,9 +6,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // diffVectors are the stepfork golden bundles of the worked diff example.
@@ -1055,4 +1058,143 @@ func must(i int64, ok bool) int64 {
 		panic("not an int")
 	}
 	return i
+}
+
+// sameDiff fails unless got is the same diff as want: the same JSON bytes,
+// the same texts, and equal field by field.
+func sameDiff(t *testing.T, name string, want, got *RunDiff) {
+	t.Helper()
+	if w, g := string(want.JSON()), string(got.JSON()); w != g {
+		t.Fatalf("%s: JSON differs:\nwant %s\ngot  %s", name, w, g)
+	}
+	if w, g := want.StepforkText(), got.StepforkText(); w != g {
+		t.Fatalf("%s: StepforkText differs:\nwant %s\ngot  %s", name, w, g)
+	}
+	if w, g := want.Explain(), got.Explain(); w != g {
+		t.Fatalf("%s: Explain differs:\nwant %s\ngot  %s", name, w, g)
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Fatalf("%s: RunDiff differs (-want +got):\n%s", name, d)
+	}
+}
+
+// diffModes are the option sets the prepared base is checked in: both
+// alignments, with and without display paths.
+var diffModes = []struct {
+	name string
+	opts []DiffOption
+}{
+	{"lcs", nil},
+	{"positional", []DiffOption{AlignPosition()}},
+	{"lcs/paths", []DiffOption{DisplayPaths("./a//base.sftrace/", "variant.sftrace")}},
+	{"positional/paths", []DiffOption{AlignPosition(), DisplayPaths("base", "")}},
+}
+
+// TestDiffBaseMatchesDiff checks that a prepared base gives what Diff gives,
+// for every variant compared with it in turn: the golden bundles against
+// each other, the 1000-call recording against its changed copy, random runs
+// against changed copies and against other random runs, and empty runs.
+func TestDiffBaseMatchesDiff(t *testing.T) {
+	t.Parallel()
+	var golden []*Trace
+	paths, err := filepath.Glob(filepath.Join(vectorDir, "stepfork", "*.sftrace"))
+	if err != nil || len(paths) < 7 {
+		t.Fatalf("golden bundles: %v, %v", paths, err)
+	}
+	for _, p := range paths {
+		golden = append(golden, mustLoad(t, p))
+	}
+	type group struct {
+		name     string
+		base     *Trace
+		variants []*Trace
+	}
+	groups := []group{
+		{"recorded", mustLoad(t, recorded), []*Trace{mustLoad(t, recordedEdit), mustLoad(t, recorded), nil, golden[0]}},
+		{"nil", nil, []*Trace{nil, &Trace{}, golden[0]}},
+	}
+	for i, g := range golden {
+		groups = append(groups, group{filepath.Base(paths[i]), g, append(slices.Clone(golden), nil)})
+	}
+	for seed := range uint64(60) {
+		r := rand.New(rand.NewPCG(seed, 11))
+		tr, sites := randomRun(t, r, "b")
+		other, _ := randomRun(t, r, "o")
+		vs := []*Trace{tr, relabel(tr), other, &Trace{}}
+		if len(sites) > 0 {
+			changed := tr.Clone()
+			ev, _ := changed.Event(sites[r.IntN(len(sites))].resultID)
+			ev.Output = MustValueOf(map[string]any{"changed": seed})
+			ev.SetHashes()
+			vs = append(vs, changed)
+		}
+		groups = append(groups, group{fmt.Sprintf("random/%d", seed), tr, vs})
+	}
+	for _, g := range groups {
+		for _, m := range diffModes {
+			db := PrepareDiff(g.base, m.opts...)
+			for i, v := range g.variants {
+				name := fmt.Sprintf("%s/%s/variant %d", g.name, m.name, i)
+				sameDiff(t, name, Diff(g.base, v, m.opts...), db.Diff(v))
+			}
+		}
+	}
+}
+
+// TestDiffBaseConcurrent diffs many variants against one prepared base from
+// several goroutines at once (run with -race): every result is what Diff
+// gives.
+func TestDiffBaseConcurrent(t *testing.T) {
+	t.Parallel()
+	base, edit := mustLoad(t, recorded), mustLoad(t, recordedEdit)
+	r := rand.New(rand.NewPCG(3, 5))
+	other, _ := randomRun(t, r, "c")
+	variants := []*Trace{edit, base, relabel(edit), other, nil}
+	for _, m := range diffModes[:2] {
+		want := make([]*RunDiff, len(variants))
+		for i, v := range variants {
+			want[i] = Diff(base, v, m.opts...)
+		}
+		db := PrepareDiff(base, m.opts...)
+		const workers = 4
+		got := make([][]*RunDiff, workers)
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Go(func() {
+				for i := range variants {
+					// Each worker starts at another variant.
+					got[w] = append(got[w], db.Diff(variants[(i+w)%len(variants)]))
+				}
+			})
+		}
+		wg.Wait()
+		for w := range workers {
+			for i, d := range got[w] {
+				sameDiff(t, fmt.Sprintf("%s/worker %d/variant %d", m.name, w, (i+w)%len(variants)), want[(i+w)%len(variants)], d)
+			}
+		}
+	}
+}
+
+// TestDiffBaseIsASnapshot checks that a prepared base does not change when
+// the base trace or an earlier result does.
+func TestDiffBaseIsASnapshot(t *testing.T) {
+	t.Parallel()
+	base, edit := mustLoad(t, diffBaseline), mustLoad(t, diffChanged)
+	want := Diff(base, edit)
+	db := PrepareDiff(base)
+
+	first := db.Diff(edit)
+	first.Steps[0].Base.Payload = StringValue("scribbled")
+	first.Steps[0].Base.Label = "scribbled"
+	for i := range base.Events {
+		base.Events[i].Output = StringValue("scribbled")
+		base.Events[i].After = StringValue("scribbled")
+	}
+	base.RunID, base.Path = "run_scribbled", "scribbled"
+
+	sameDiff(t, "after mutation", want, db.Diff(edit))
+	if string(Diff(base, edit).JSON()) == string(want.JSON()) {
+		t.Fatal("the scribbles did not change the base: the test checks nothing")
+	}
 }
