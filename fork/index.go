@@ -46,12 +46,24 @@ type index struct {
 	planOnce sync.Once
 	plan     *replay.Prepared
 	planErr  error
+
+	// diff is the base side of trace.Diff (the base's behavior steps,
+	// summary and final state), prepared on first use and shared read-only
+	// by every variant diffed against this base (hazard H9).
+	diffOnce sync.Once
+	diff     *trace.DiffBase
 }
 
 // prepared is the replay plan of the base run, computed once per index.
 func (ix *index) prepared() (*replay.Prepared, error) {
 	ix.planOnce.Do(func() { ix.plan, ix.planErr = replay.Prepare(ix.tr) })
 	return ix.plan, ix.planErr
+}
+
+// diffBase is the base run prepared for trace.Diff, computed once per index.
+func (ix *index) diffBase() *trace.DiffBase {
+	ix.diffOnce.Do(func() { ix.diff = trace.PrepareDiff(ix.tr) })
+	return ix.diff
 }
 
 func callKey(kind replay.CallKind, label string) string { return string(kind) + "\x00" + label }
