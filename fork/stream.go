@@ -2,6 +2,7 @@ package fork
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 
 	"github.com/stepfork/stepfork/trace"
@@ -66,6 +67,10 @@ func forkStream(r *trace.Reader, parentFork []byte, parentPath string, point Poi
 	if !keep {
 		r.SkipPayloads()
 	}
+	// Nobody here asks for the digest of events.jsonl; the lines are
+	// decoded and checked on every core, and come back in file order.
+	r.SkipDigest()
+	r.DecodeOn(runtime.GOMAXPROCS(0))
 	var (
 		events       []trace.Event
 		applied      []appliedOverride

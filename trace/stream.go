@@ -12,6 +12,8 @@ import (
 	"iter"
 	"os"
 	"path/filepath"
+	"slices"
+	"sync"
 )
 
 // Reader streams the events of a bundle one line at a time, in memory that does
@@ -35,10 +37,13 @@ type Reader struct {
 	dec        eventDecoder
 	done       bool
 
-	cur   []byte // the line of the event last yielded
-	curEv *Event // and that event
-	skip  bool   // SkipPayloads was called
-	full  *eventDecoder
+	cur      []byte // the line of the event last yielded
+	curEv    *Event // and that event
+	curLine  int    // and its line number
+	curSaved bool   // and, decoding on workers, whether it is in saved form
+	skip     bool   // SkipPayloads was called
+	full     *eventDecoder
+	workers  int // set by DecodeOn
 }
 
 // Open opens the bundle at path for streaming. It reads and checks
@@ -68,6 +73,24 @@ func Open(path string) (*Reader, error) {
 	return r, nil
 }
 
+// SkipDigest makes Events read events.jsonl without hashing it on the way,
+// for readers that do not need EventsDigest (hashing costs about a tenth of
+// a hash-only decode). EventsDigest stays correct: it then reads the bytes
+// read so far once more to hash them. Call it before Events.
+func (r *Reader) SkipDigest() { r.lines.src.skipDigest() }
+
+// DecodeOn makes Events decode lines on the given number of goroutines
+// (runtime.GOMAXPROCS(0) uses every core), as ValidateBundle does: one
+// goroutine cuts events.jsonl into batches of lines, the workers decode
+// them (and, with CheckSavedForm, find whether each is in saved form), and
+// Events yields the events in file order, each with its RawLine, SavedForm
+// and Decode as without workers. Memory stays bounded by the batches in
+// flight; when the loop stops early, reading stops within a few batches and
+// every goroutine has ended by the time Events returns, and Events yields
+// nothing more after that. Fewer than two workers decode on the caller's
+// goroutine. Call it before Events.
+func (r *Reader) DecodeOn(workers int) { r.workers = workers }
+
 // Path returns the bundle path given to Open.
 func (r *Reader) Path() string { return r.path }
 
@@ -91,6 +114,9 @@ func (r *Reader) Close() error {
 // stops. The Event passed to the loop body is reused by the next iteration:
 // copy it (or call Clone) to keep it.
 func (r *Reader) Events() iter.Seq2[*Event, error] {
+	if r.workers > 1 {
+		return r.eventsOnWorkers
+	}
 	return func(yield func(*Event, error) bool) {
 		if r.done || r.f == nil {
 			return
@@ -112,7 +138,7 @@ func (r *Reader) Events() iter.Seq2[*Event, error] {
 				yield(nil, err)
 				return
 			}
-			r.cur = line
+			r.cur, r.curLine = line, n
 			if r.skip {
 				ev.Input, ev.Output, ev.Before, ev.After, ev.Details = Value{}, Value{}, Value{}, Value{}, Value{}
 			}
@@ -151,6 +177,9 @@ func (r *Reader) SkipPayloads() { r.skip, r.dec.hashOnly = true, true }
 // Save or Python stepfork wrote hold only such lines, unless they were
 // edited by hand.
 func (r *Reader) SavedForm() bool {
+	if r.workers > 1 {
+		return r.cur != nil && r.curSaved
+	}
 	return r.cur != nil && r.dec.savedForm(r.cur, r.curEv)
 }
 
@@ -163,16 +192,25 @@ func (r *Reader) Decode(ev *Event) error {
 	if r.full == nil {
 		r.full = new(eventDecoder)
 	}
-	return r.full.decodeLine(r.cur, r.lines.n, r.lines.name, ev)
+	return r.full.decodeLine(r.cur, r.curLine, r.lines.name, ev)
 }
 
 // EventsDigest returns the SHA-256 (lowercase hex) of the bytes of
 // events.jsonl read so far; after Events has run to the end it is the digest
-// that integrity.json records.
-func (r *Reader) EventsDigest() string { return r.lines.digest() }
+// that integrity.json records. After SkipDigest it reads those bytes again
+// (the file is reopened if Close was called), and returns "" if that fails.
+func (r *Reader) EventsDigest() string {
+	return r.lines.src.digest(r.f, filepath.Join(r.path, EventsFile))
+}
 
-// Line returns the number of the last line read (1-based).
-func (r *Reader) Line() int { return r.lines.n }
+// Line returns the number of the line of the event last yielded by Events
+// (1-based); without workers, the number of the last line read.
+func (r *Reader) Line() int {
+	if r.workers > 1 {
+		return r.curLine
+	}
+	return r.lines.n
+}
 
 // decodeLine decodes line number n of the events file called name, turning
 // errors into the reference's "<path>:<n>: …" messages.
@@ -215,19 +253,73 @@ func (e *LineError) Unwrap() error { return e.Err }
 // MaxLineBytes and a UTF-8 byte order mark, and hashes every byte read.
 type lineReader struct {
 	br   *bufio.Reader
+	src  digestReader
 	name string
 	n    int
-	sum  hash.Hash
 	long []byte
 }
 
 func (l *lineReader) reset(r io.Reader, name string) {
-	l.sum = sha256.New()
-	l.br = bufio.NewReaderSize(io.TeeReader(r, l.sum), 256<<10)
+	l.src = digestReader{r: r, sum: sha256.New()}
+	l.br = bufio.NewReaderSize(&l.src, 256<<10)
 	l.name, l.n = name, 0
 }
 
-func (l *lineReader) digest() string { return hex.EncodeToString(l.sum.Sum(nil)) }
+// digest returns the hex SHA-256 of the bytes read so far from a reader
+// that was not told to skip the digest.
+func (l *lineReader) digest() string { return l.src.digest(nil, "") }
+
+// digestReader reads a file, counting the bytes read and, unless told to
+// skip it, hashing them. Its lock lets EventsDigest run while a goroutine
+// of DecodeOn reads.
+type digestReader struct {
+	mu   sync.Mutex
+	r    io.Reader
+	sum  hash.Hash // nil after skipDigest
+	read int64
+}
+
+func (d *digestReader) Read(p []byte) (int, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n, err := d.r.Read(p)
+	d.read += int64(n)
+	if d.sum != nil {
+		d.sum.Write(p[:n])
+	}
+	return n, err
+}
+
+func (d *digestReader) skipDigest() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.read == 0 {
+		d.sum = nil
+	}
+}
+
+// digest returns the hex SHA-256 of the bytes read so far: the running
+// sum, or without one, the sum of those bytes read again from f (or, when
+// f is nil, from the file at name).
+func (d *digestReader) digest(f *os.File, name string) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.sum != nil {
+		return hex.EncodeToString(d.sum.Sum(nil))
+	}
+	if f == nil {
+		var err error
+		if f, err = os.Open(name); err != nil {
+			return ""
+		}
+		defer f.Close()
+	}
+	h := sha256.New()
+	if n, err := io.Copy(h, io.NewSectionReader(f, 0, d.read)); err != nil || n != d.read {
+		return ""
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
 
 // next returns the next line without its line ending ("\n" or "\r\n") and its
 // number. The returned slice is valid until the next call.
@@ -263,3 +355,133 @@ func (l *lineReader) next() ([]byte, int, error) {
 }
 
 var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
+
+// linesPerBatch is how many lines of events.jsonl a worker of DecodeOn
+// decodes at a time.
+const linesPerBatch = 128
+
+// lineBatch is a run of consecutive lines of events.jsonl and, once a
+// worker of DecodeOn has decoded them, their events.
+type lineBatch struct {
+	data   []byte
+	ends   []int // end of each line in data
+	first  int   // number of the first line
+	events []Event
+	saved  []bool // whether each line is in saved form (with CheckSavedForm)
+	n      int    // events decoded without error
+	err    error  // the first error of the batch, decoding before reading
+	ready  chan struct{}
+}
+
+// line returns the i-th line of the batch.
+func (b *lineBatch) line(i int) []byte {
+	start := 0
+	if i > 0 {
+		start = b.ends[i-1]
+	}
+	return b.data[start:b.ends[i]]
+}
+
+// decode decodes the lines of the batch with d, as Events would one by one.
+func (b *lineBatch) decode(d *eventDecoder, name string, skip bool) {
+	k := len(b.ends)
+	b.events = slices.Grow(b.events[:0], k)[:k]
+	b.saved = slices.Grow(b.saved[:0], k)[:k]
+	for i := range k {
+		ev, line := &b.events[i], b.line(i)
+		if err := d.decodeLine(line, b.first+i, name, ev); err != nil {
+			b.n, b.err = i, err
+			return
+		}
+		b.saved[i] = d.track && d.savedForm(line, ev)
+		if skip {
+			ev.Input, ev.Output, ev.Before, ev.After, ev.Details = Value{}, Value{}, Value{}, Value{}, Value{}
+		}
+	}
+	b.n = k
+}
+
+// eventsOnWorkers is Events after DecodeOn(n), n > 1.
+func (r *Reader) eventsOnWorkers(yield func(*Event, error) bool) {
+	if r.done || r.f == nil {
+		return
+	}
+	r.done = true // what is read ahead is lost if the loop stops early
+	inFlight := 2 * r.workers
+	free := make(chan *lineBatch, inFlight)
+	for range inFlight {
+		free <- &lineBatch{ready: make(chan struct{}, 1)}
+	}
+	// Every batch is in exactly one place, so sends on these never block.
+	work := make(chan *lineBatch, inFlight)
+	order := make(chan *lineBatch, inFlight)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	// However the loop ends (even by a panic in its body), the reader
+	// stops and every goroutine has ended before Events returns.
+	defer func() {
+		close(stop)
+		wg.Wait()
+		r.cur, r.curEv, r.curSaved = nil, nil, false
+	}()
+	name, hashOnly, track, skip := r.lines.name, r.dec.hashOnly, r.dec.track, r.skip
+	for range r.workers {
+		wg.Go(func() {
+			d := eventDecoder{hashOnly: hashOnly, track: track}
+			for b := range work {
+				b.decode(&d, name, skip)
+				b.ready <- struct{}{}
+			}
+		})
+	}
+	wg.Go(func() {
+		defer close(work)
+		defer close(order)
+		for {
+			var b *lineBatch
+			select {
+			case <-stop:
+				return
+			case b = <-free:
+			}
+			b.data, b.ends, b.err = b.data[:0], b.ends[:0], nil
+			last := false
+			for len(b.ends) < linesPerBatch {
+				line, n, err := r.lines.next()
+				if err == io.EOF {
+					last = true
+					break
+				}
+				if err != nil {
+					b.err, last = err, true
+					break
+				}
+				if len(b.ends) == 0 {
+					b.first = n
+				}
+				b.data = append(b.data, line...)
+				b.ends = append(b.ends, len(b.data))
+			}
+			order <- b
+			work <- b
+			if last {
+				return
+			}
+		}
+	})
+	for b := range order {
+		<-b.ready
+		for i := range b.n {
+			r.cur, r.curEv, r.curSaved, r.curLine = b.line(i), &b.events[i], b.saved[i], b.first+i
+			if !yield(r.curEv, nil) {
+				return
+			}
+		}
+		r.cur = nil
+		if b.err != nil {
+			yield(nil, b.err)
+			return
+		}
+		free <- b
+	}
+}
