@@ -702,14 +702,20 @@ func parseTimestamp(field, s string) (time.Time, error) {
 func appendTimestamp(dst []byte, t time.Time) []byte {
 	t = t.Truncate(time.Microsecond)
 	_, off := t.Zone()
-	dst = t.AppendFormat(dst, "2006-01-02T15:04:05")
+	if year, month, day := t.Date(); year >= 0 && year <= 9999 {
+		// What AppendFormat writes for "2006-01-02T15:04:05", without
+		// parsing the layout (a tenth of the cost of checking a saved line).
+		hour, minute, sec := t.Clock()
+		dst = append(dst, byte('0'+year/1000), byte('0'+year/100%10), byte('0'+year/10%10), byte('0'+year%10), '-',
+			byte('0'+month/10), byte('0'+month%10), '-', byte('0'+day/10), byte('0'+day%10), 'T',
+			byte('0'+hour/10), byte('0'+hour%10), ':', byte('0'+minute/10), byte('0'+minute%10), ':',
+			byte('0'+sec/10), byte('0'+sec%10))
+	} else {
+		dst = t.AppendFormat(dst, "2006-01-02T15:04:05")
+	}
 	if us := t.Nanosecond() / 1000; us != 0 {
-		dst = append(dst, '.')
-		s := strconv.Itoa(us)
-		for i := len(s); i < 6; i++ {
-			dst = append(dst, '0')
-		}
-		dst = append(dst, s...)
+		dst = append(dst, '.', byte('0'+us/100000), byte('0'+us/10000%10), byte('0'+us/1000%10),
+			byte('0'+us/100%10), byte('0'+us/10%10), byte('0'+us%10))
 	}
 	if off == 0 {
 		return append(dst, 'Z')

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"hash"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -79,7 +80,8 @@ func newBundleWriter(path string, m Manifest, cfg saveConfig) (*BundleWriter, er
 		return nil, storageErr(err, "%s: writing %s: %v", path, EventsFile, err)
 	}
 	w := &BundleWriter{path: path, overwrite: cfg.overwrite, tmp: tmp, m: m, f: f, sum: sha256.New()}
-	w.bw = bufio.NewWriterSize(f, 256<<10)
+	// events.jsonl is hashed as the buffer is flushed, a block at a time.
+	w.bw = bufio.NewWriterSize(io.MultiWriter(f, w.sum), 256<<10)
 	return w, nil
 }
 
@@ -191,8 +193,6 @@ func (w *BundleWriter) writeEncoded(ev *Event, line []byte) error {
 	if err := w.bw.WriteByte('\n'); err != nil {
 		return w.fail(storageErr(err, "%s: writing %s: %v", w.path, EventsFile, err))
 	}
-	w.sum.Write(line)
-	w.sum.Write([]byte{'\n'})
 	w.events++
 	switch ev.Type {
 	case LLMRequest:
