@@ -225,7 +225,8 @@ func Diff(base, variant *Trace, opts ...DiffOption) *RunDiff {
 }
 
 // DiffBase is the base side of Diff, computed once: the base run's behavior
-// steps (pairing, redaction, payloads), its summary and its final state.
+// steps (pairing, redaction, payloads), their numbering for the alignment,
+// its summary and its final state.
 // Comparing many variants of one base run (a fork sweep) against a DiffBase
 // extracts the base once instead of once per variant (cycgraph hazard H9:
 // base data shared read-only across variants).
@@ -235,6 +236,7 @@ func Diff(base, variant *Trace, opts ...DiffOption) *RunDiff {
 type DiffBase struct {
 	cfg     diffConfig
 	steps   []BehaviorStep   // the base's behavior steps; never modified
+	numbers *stepNumbers     // the steps numbered for the LCS (nil with AlignPosition)
 	summary RunSummary       // the base's summary, its display path set
 	state   map[string]Value // the base's final state; only read
 }
@@ -261,6 +263,9 @@ func PrepareDiff(base *Trace, opts ...DiffOption) *DiffBase {
 		bp = db.cfg.basePath
 	}
 	db.steps = extractBehavior(base, !db.cfg.positional)
+	if !db.cfg.positional {
+		db.numbers = numberSteps(db.steps)
+	}
 	db.summary = summarize(base, pythonPath(bp), len(db.steps))
 	db.state = finalState(base)
 	return db
@@ -296,7 +301,7 @@ func (db *DiffBase) diff(variant *Trace, bs []BehaviorStep) *RunDiff {
 	if cfg.positional {
 		pairs = alignPositional(bs, vs)
 	} else {
-		pairs = alignLCS(bs, vs)
+		pairs = alignNumbered(bs, db.numbers, vs)
 	}
 	d.Steps = make([]StepDiff, len(pairs))
 	bi, vi := 0, 0
@@ -925,32 +930,50 @@ func (in *interner[K]) id(k K) int32 {
 	return id
 }
 
+// exactKey is a step's exact content: two steps are equal when their keys
+// are. The key shares the step's strings: nothing is copied.
+type exactKey struct {
+	t       StepType
+	label   string
+	payload string
+}
+
+// stepNumbers numbers a run's steps by their exact content, in order of
+// first occurrence: ids[i] is the number of step i. A DiffBase keeps the
+// base's, read-only, for all its variants.
+type stepNumbers struct {
+	byKey map[exactKey]int32
+	ids   []int32
+}
+
+func numberSteps(steps []BehaviorStep) *stepNumbers {
+	exact := interner[exactKey]{make(map[exactKey]int32, len(steps))}
+	ids := make([]int32, len(steps))
+	for i := range steps {
+		s := &steps[i]
+		ids[i] = exact.id(exactKey{s.Type, s.Label, s.Payload.raw})
+	}
+	return &stepNumbers{exact.ids, ids}
+}
+
 // alignLCS aligns the two step lists: a longest common subsequence of equal
 // steps (type, label and canonical payload), then, inside every stretch the
 // LCS leaves unmatched, an LCS over type and label whose pairs are changed
 // steps, and cycgraph's coalescing of what is left.
 func alignLCS(bs, vs []BehaviorStep) []stepPair {
-	// Steps are numbered by their exact content and by type and label. The
-	// map keys share the steps' strings: nothing is copied or hashed twice.
-	type exactKey struct {
-		t       StepType
-		label   string
-		payload string
-	}
+	return alignNumbered(bs, numberSteps(bs), vs)
+}
+
+// alignNumbered is alignLCS with the base steps already numbered (bn, which
+// it only reads). The variant's steps continue the base's numbering, so the
+// numbers are those numberSteps gives the base steps followed by the
+// variant's.
+func alignNumbered(bs []BehaviorStep, bn *stepNumbers, vs []BehaviorStep) []stepPair {
 	type coarseKey struct {
 		t     StepType
 		label string
 	}
-	exact := interner[exactKey]{make(map[exactKey]int32, len(bs))}
 	coarse := interner[coarseKey]{make(map[coarseKey]int32)}
-	exactKeys := func(steps []BehaviorStep) []int32 {
-		ex := make([]int32, len(steps))
-		for i := range steps {
-			s := &steps[i]
-			ex[i] = exact.id(exactKey{s.Type, s.Label, s.Payload.raw})
-		}
-		return ex
-	}
 	// coarseKeys is only needed inside the stretches the LCS leaves open.
 	coarseKeys := func(steps []BehaviorStep) []int32 {
 		co := make([]int32, len(steps))
@@ -959,7 +982,25 @@ func alignLCS(bs, vs []BehaviorStep) []stepPair {
 		}
 		return co
 	}
-	bex, vex := exactKeys(bs), exactKeys(vs)
+	bex, vex := bn.ids, make([]int32, len(vs))
+	nids := int32(len(bn.byKey))
+	var more map[exactKey]int32 // the variant's steps the base lacks
+	for i := range vs {
+		s := &vs[i]
+		k := exactKey{s.Type, s.Label, s.Payload.raw}
+		id, ok := bn.byKey[k]
+		if !ok {
+			if more == nil {
+				more = make(map[exactKey]int32)
+			}
+			if id, ok = more[k]; !ok {
+				id = nids
+				more[k] = id
+				nids++
+			}
+		}
+		vex[i] = id
+	}
 
 	var out []stepPair
 	// gap aligns the unmatched stretch bs[b0:b1] / vs[v0:v1].
@@ -1003,7 +1044,7 @@ func alignLCS(bs, vs []BehaviorStep) []stepPair {
 		residual(pb, b1, pv, v1)
 	}
 	pb, pv := 0, 0
-	lcs(bex, vex, len(exact.ids), 0, func(i, j int) {
+	lcs(bex, vex, int(nids), 0, func(i, j int) {
 		gap(pb, i, pv, j)
 		out = append(out, stepPair{b: i, v: j, same: true})
 		pb, pv = i+1, j+1
