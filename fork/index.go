@@ -48,10 +48,10 @@ type index struct {
 	planErr  error
 
 	// diff is the base side of trace.Diff (the base's behavior steps,
-	// summary and final state), prepared on first use and shared read-only
-	// by every variant diffed against this base (hazard H9).
-	diffOnce sync.Once
-	diff     *trace.DiffBase
+	// summary and final state). A sweep sets it before its workers start
+	// (withDiffBase) and every variant diffs against it, read-only (hazard
+	// H9); nil for a single fork, which has nothing to share.
+	diff *trace.DiffBase
 }
 
 // prepared is the replay plan of the base run, computed once per index.
@@ -60,10 +60,17 @@ func (ix *index) prepared() (*replay.Prepared, error) {
 	return ix.plan, ix.planErr
 }
 
-// diffBase is the base run prepared for trace.Diff, computed once per index.
-func (ix *index) diffBase() *trace.DiffBase {
-	ix.diffOnce.Do(func() { ix.diff = trace.PrepareDiff(ix.tr) })
-	return ix.diff
+// withDiffBase prepares the base side of trace.Diff for the variants that
+// will share ix. Call it before they start: they read ix.diff unguarded.
+func (ix *index) withDiffBase() { ix.diff = trace.PrepareDiff(ix.tr) }
+
+// diffVariant compares a variant with the base run: trace.Diff(ix.tr, variant),
+// against the prepared base side when there is one.
+func (ix *index) diffVariant(variant *trace.Trace) *trace.RunDiff {
+	if ix.diff != nil {
+		return ix.diff.Diff(variant)
+	}
+	return trace.Diff(ix.tr, variant)
 }
 
 func callKey(kind replay.CallKind, label string) string { return string(kind) + "\x00" + label }

@@ -282,7 +282,7 @@ func (p *forkPlan) run(ctx context.Context, agent replay.Agent, cfg *config, sav
 		v.Trace.Extras = map[string][]byte{}
 	}
 	v.Trace.Extras[InfoFile] = data
-	v.Diff = p.ix.diffBase().Diff(v.Trace) // trace.Diff(base, v.Trace), the base side shared
+	v.Diff = p.ix.diffVariant(v.Trace)
 
 	var errs []error
 	if cfg.save {

@@ -122,6 +122,7 @@ func Each(ctx context.Context, base *trace.Trace, at At, agent replay.Agent, var
 	if _, err := ix.prepared(); err != nil {
 		return nil, fmt.Errorf("fork.Each: %w", err)
 	}
+	ix.withDiffBase() // likewise the base side of every variant's diff
 	if cfg.groupID == "" {
 		cfg.groupID = uuid.NewString()
 	}
