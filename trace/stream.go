@@ -37,11 +37,12 @@ type Reader struct {
 	dec        eventDecoder
 	done       bool
 
-	cur      []byte // the line of the event last yielded
-	curEv    *Event // and that event
-	curLine  int    // and its line number
-	curSaved bool   // and, decoding on workers, whether it is in saved form
-	skip     bool   // SkipPayloads was called
+	cur      []byte      // the line of the event last yielded
+	curEv    *Event      // and that event
+	curLine  int         // and its line number
+	curSaved bool        // and, decoding on workers, whether it is in saved form
+	curSums  payloadSums // and, decoding on workers, its payload digests
+	skip     bool        // SkipPayloads was called
 	full     *eventDecoder
 	workers  int // set by DecodeOn
 }
@@ -181,6 +182,15 @@ func (r *Reader) SavedForm() bool {
 		return r.cur != nil && r.curSaved
 	}
 	return r.cur != nil && r.dec.savedForm(r.cur, r.curEv)
+}
+
+// payloadSums returns the payload digests of the event last yielded by
+// Events, when the decoder hashes only (zero otherwise).
+func (r *Reader) payloadSums() payloadSums {
+	if r.workers > 1 {
+		return r.curSums
+	}
+	return payloadSums{in: r.dec.sums[0], out: r.dec.sums[1]}
 }
 
 // Decode decodes the line of the event last yielded by Events again, in
@@ -367,9 +377,10 @@ type lineBatch struct {
 	ends   []int // end of each line in data
 	first  int   // number of the first line
 	events []Event
-	saved  []bool // whether each line is in saved form (with CheckSavedForm)
-	n      int    // events decoded without error
-	err    error  // the first error of the batch, decoding before reading
+	saved  []bool        // whether each line is in saved form (with CheckSavedForm)
+	sums   []payloadSums // payload digests of each event (hash-only decoding)
+	n      int           // events decoded without error
+	err    error         // the first error of the batch, decoding before reading
 	ready  chan struct{}
 }
 
@@ -387,6 +398,7 @@ func (b *lineBatch) decode(d *eventDecoder, name string, skip bool) {
 	k := len(b.ends)
 	b.events = slices.Grow(b.events[:0], k)[:k]
 	b.saved = slices.Grow(b.saved[:0], k)[:k]
+	b.sums = slices.Grow(b.sums[:0], k)[:k]
 	for i := range k {
 		ev, line := &b.events[i], b.line(i)
 		if err := d.decodeLine(line, b.first+i, name, ev); err != nil {
@@ -394,6 +406,7 @@ func (b *lineBatch) decode(d *eventDecoder, name string, skip bool) {
 			return
 		}
 		b.saved[i] = d.track && d.savedForm(line, ev)
+		b.sums[i] = payloadSums{in: d.sums[0], out: d.sums[1]} // zero unless hash-only
 		if skip {
 			ev.Input, ev.Output, ev.Before, ev.After, ev.Details = Value{}, Value{}, Value{}, Value{}, Value{}
 		}
@@ -473,6 +486,7 @@ func (r *Reader) eventsOnWorkers(yield func(*Event, error) bool) {
 		<-b.ready
 		for i := range b.n {
 			r.cur, r.curEv, r.curSaved, r.curLine = b.line(i), &b.events[i], b.saved[i], b.first+i
+			r.curSums = b.sums[i]
 			if !yield(r.curEv, nil) {
 				return
 			}

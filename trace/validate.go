@@ -7,14 +7,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 )
 
 // Issue codes of validation. The codes and messages of stepfork's own checks
@@ -364,136 +362,24 @@ func ValidateBundle(path string, opts ...ValidateOption) *Report {
 }
 
 // decodeEvents reads every event of r in file order and passes it, with the
-// digests of its payloads when hashOnly (zero otherwise), to yield until yield returns
-// false. It returns the first error in file order. With more than one
-// worker, lines are cut (and events.jsonl hashed) by one goroutine and
-// decoded by the workers in batches, which come back in order; memory
-// stays bounded by the batches in flight.
+// digests of its payloads when hashOnly (zero otherwise), to yield until
+// yield returns false. It returns the first error in file order. With more
+// than one worker the Reader decodes batches of lines on that many
+// goroutines (Reader.DecodeOn), one of which cuts the lines and hashes
+// events.jsonl; memory stays bounded by the batches in flight.
 func decodeEvents(r *Reader, hashOnly bool, workers int, yield func(*Event, *payloadSums) bool) error {
-	if workers < 2 {
-		r.dec.hashOnly = hashOnly
-		for ev, err := range r.Events() {
-			if err != nil {
-				return err
-			}
-			var sums payloadSums // only hash-only decoding needs them
-			if hashOnly {
-				sums.in, sums.out = r.dec.sums[0], r.dec.sums[1]
-			}
-			if !yield(ev, &sums) {
-				return nil
-			}
+	r.dec.hashOnly = hashOnly
+	r.DecodeOn(workers)
+	for ev, err := range r.Events() {
+		if err != nil {
+			return err
 		}
-		return nil
+		sums := r.payloadSums()
+		if !yield(ev, &sums) {
+			return nil
+		}
 	}
-	const batchLines = 128
-	inFlight := 2 * workers
-	free := make(chan *eventBatch, inFlight)
-	for range inFlight {
-		free <- &eventBatch{ready: make(chan struct{}, 1)}
-	}
-	// Every batch is in exactly one place, so sends on these never block.
-	work := make(chan *eventBatch, inFlight)
-	order := make(chan *eventBatch, inFlight)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			d := eventDecoder{hashOnly: hashOnly}
-			for b := range work {
-				b.decode(&d, r.lines.name, hashOnly)
-				b.ready <- struct{}{}
-			}
-		})
-	}
-	wg.Go(func() {
-		defer close(work)
-		defer close(order)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			var b *eventBatch
-			select {
-			case b = <-free:
-			case <-stop:
-				return
-			}
-			b.data, b.ends, b.err = b.data[:0], b.ends[:0], nil
-			last := false
-			for len(b.ends) < batchLines {
-				line, n, err := r.lines.next()
-				if err == io.EOF {
-					last = true
-					break
-				}
-				if err != nil {
-					b.err, last = err, true
-					break
-				}
-				if len(b.ends) == 0 {
-					b.first = n
-				}
-				b.data = append(b.data, line...)
-				b.ends = append(b.ends, len(b.data))
-			}
-			order <- b
-			work <- b
-			if last {
-				return
-			}
-		}
-	})
-	var err error
-	stopped, closed := false, false
-	for b := range order {
-		<-b.ready
-		for i := 0; !stopped && i < b.n; i++ {
-			stopped = !yield(&b.events[i], &b.sums[i])
-		}
-		if !stopped && b.err != nil {
-			err, stopped = b.err, true
-		}
-		if stopped && !closed {
-			close(stop) // the reader stops; batches in flight drain
-			closed = true
-		}
-		free <- b
-	}
-	wg.Wait()
-	return err
-}
-
-// eventBatch is a run of consecutive lines of events.jsonl and, once
-// decoded, their events.
-type eventBatch struct {
-	data   []byte
-	ends   []int // end of each line in data
-	first  int   // number of the first line
-	events []Event
-	sums   []payloadSums
-	n      int   // events decoded without error
-	err    error // the first error of the batch, decoding before reading
-	ready  chan struct{}
-}
-
-func (b *eventBatch) decode(d *eventDecoder, name string, hashOnly bool) {
-	k := len(b.ends)
-	b.events = slices.Grow(b.events[:0], k)[:k]
-	b.sums = slices.Grow(b.sums[:0], k)[:k]
-	start := 0
-	for i, end := range b.ends {
-		ev := &b.events[i]
-		if err := d.decodeLine(b.data[start:end], b.first+i, name, ev); err != nil {
-			b.n, b.err = i, err
-			return
-		}
-		start = end
-		b.sums[i] = payloadSums{in: d.sums[0], out: d.sums[1]} // zero unless hashOnly
-	}
-	b.n = k
+	return nil
 }
 
 // verifyBundle is VerifyIntegrity with digests already computed.
