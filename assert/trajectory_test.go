@@ -13,13 +13,13 @@ import (
 	"github.com/stepfork/stepfork/trace"
 )
 
-const vectorDir = "../../shared/testvectors"
+const vectorDir = "../testdata/vectors"
 
 func loadVector(t testing.TB, name string) *trace.Trace {
 	t.Helper()
 	tr, err := trace.Load(filepath.Join(vectorDir, name))
 	if err != nil {
-		t.Fatalf("loading shared test vector: %v (is ../shared beside the checkout?)", err)
+		t.Fatalf("loading shared test vector: %v", err)
 	}
 	return tr
 }

@@ -16,7 +16,7 @@ import (
 )
 
 // vectorDir holds the shared Python-written bundles (see trace/bundle_test.go).
-const vectorDir = "../../shared/testvectors"
+const vectorDir = "../testdata/vectors"
 
 var fixedNow = func() time.Time { return time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC) }
 
@@ -668,7 +668,7 @@ func TestGoldenVectorsEveryStep(t *testing.T) {
 	t.Parallel()
 	paths, err := filepath.Glob(filepath.Join(vectorDir, "stepfork", "*.sftrace"))
 	if err != nil || len(paths) < 7 {
-		t.Fatalf("found %d golden bundles under %s (%v); is ../shared beside the checkout?", len(paths), vectorDir, err)
+		t.Fatalf("found %d golden bundles under %s (%v)", len(paths), vectorDir, err)
 	}
 	paths = append(paths, bookingAgentPath)
 	for _, src := range paths {

@@ -179,7 +179,7 @@ func echoAgent(base *trace.Trace) replay.Agent {
 // has the recording's events.
 func TestReplayPythonRecording(t *testing.T) {
 	t.Parallel()
-	tr, err := trace.Load("../../shared/testvectors/stepfork-recorded/run_1000_calls.sftrace")
+	tr, err := trace.Load("../testdata/vectors/stepfork-recorded/run_1000_calls.sftrace")
 	require.NoError(t, err)
 	res, err := replay.Replay(context.Background(), tr, echoAgent(tr))
 	if err != nil {
@@ -204,7 +204,7 @@ func TestReplayPythonRecording(t *testing.T) {
 }
 
 func BenchmarkReplayPython1000Calls(b *testing.B) {
-	const path = "../../shared/testvectors/stepfork-recorded/run_1000_calls.sftrace"
+	const path = "../testdata/vectors/stepfork-recorded/run_1000_calls.sftrace"
 	tr, err := trace.Load(path)
 	if err != nil {
 		b.Fatal(err)

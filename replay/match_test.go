@@ -241,7 +241,7 @@ func TestStrictMismatchMessages(t *testing.T) {
 
 func TestRecordedFailureIsServedAsRecordedError(t *testing.T) {
 	t.Parallel()
-	tr, err := trace.Load("../../shared/testvectors/stepfork/failed_tool_run.sftrace")
+	tr, err := trace.Load("../testdata/vectors/stepfork/failed_tool_run.sftrace")
 	require.NoError(t, err)
 	var toolErr error
 	agent := func(ctx context.Context, _ trace.Value) (any, error) {
@@ -288,7 +288,7 @@ func TestRecordedFailureDefaults(t *testing.T) {
 
 func TestFailedModelCallIsServed(t *testing.T) {
 	t.Parallel()
-	tr, err := trace.Load("../../shared/testvectors/stepfork/failed_llm_run.sftrace")
+	tr, err := trace.Load("../testdata/vectors/stepfork/failed_llm_run.sftrace")
 	require.NoError(t, err)
 	req := tr.Events[1]
 	var callErr error

@@ -12,7 +12,7 @@ func seedBundleFiles(f *testing.F, name string) {
 	f.Helper()
 	paths, err := filepath.Glob(filepath.Join(vectorDir, "*", "*.sftrace", name))
 	if err != nil || len(paths) < 8 {
-		f.Fatalf("found %d shared %s files under %s (err %v); is ../shared beside the checkout?", len(paths), name, vectorDir, err)
+		f.Fatalf("found %d shared %s files under %s (err %v)", len(paths), name, vectorDir, err)
 	}
 	for _, p := range paths {
 		data, err := os.ReadFile(p)

@@ -41,7 +41,7 @@ func TestInspectJSONShape(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
-	want := `{"path":"../../../shared/testvectors/stepfork/failed_tool_run.sftrace","agent_name":"golden-tool-agent",` +
+	want := `{"path":"../../testdata/vectors/stepfork/failed_tool_run.sftrace","agent_name":"golden-tool-agent",` +
 		`"run_id":"run_failed_tool_001","schema_version":"0.1","status":"failed","created_at":"2026-10-08T10:00:00+00:00",` +
 		`"events":5,"llm_calls":0,"tool_calls":1,"duration_ms":null,` +
 		`"failure":{"message":"flight_search timed out","step":3,"type":"ToolTimeout"},"integrity":"verified",` +

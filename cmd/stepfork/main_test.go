@@ -45,7 +45,7 @@ func TestMain(m *testing.M) {
 // they appear in golden outputs.
 const (
 	booking = "../../testdata/booking-agent.sftrace"
-	vectors = "../../../shared/testvectors/stepfork/"
+	vectors = "../../testdata/vectors/stepfork/"
 )
 
 // result is what one run of the binary produced.

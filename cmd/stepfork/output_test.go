@@ -199,7 +199,7 @@ func TestNewEnvColor(t *testing.T) {
 }
 
 func BenchmarkOTLP1000Calls(b *testing.B) {
-	tr, err := trace.Load("../../../shared/testvectors/stepfork-recorded/run_1000_calls.sftrace")
+	tr, err := trace.Load("../../testdata/vectors/stepfork-recorded/run_1000_calls.sftrace")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -216,7 +216,7 @@ func BenchmarkOTLP1000Calls(b *testing.B) {
 }
 
 func BenchmarkInspectJSON1000Calls(b *testing.B) {
-	tr, err := trace.Load("../../../shared/testvectors/stepfork-recorded/run_1000_calls.sftrace")
+	tr, err := trace.Load("../../testdata/vectors/stepfork-recorded/run_1000_calls.sftrace")
 	if err != nil {
 		b.Fatal(err)
 	}
