@@ -46,7 +46,10 @@
 //
 //   - [github.com/stepfork/stepfork/trace] is the bundle: events, manifest,
 //     canonical JSON and hashes, redaction, integrity, streaming reads, and
-//     trace.Diff, the behavioral difference of two runs. Pure data.
+//     the behavior steps of a run. Pure data.
+//   - [github.com/stepfork/stepfork/trace/diff] is the behavioral difference
+//     of two runs: diff.Runs aligns their behavior steps and reports the
+//     first divergence, field changes, state, token and cost deltas.
 //   - [github.com/stepfork/stepfork/replay] is the runtime agent code calls
 //     through: replay.Tool, replay.LLM, replay.Node, replay.Decide,
 //     replay.Approve, replay.Param, replay.Set, and replay.Transport for

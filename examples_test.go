@@ -16,6 +16,7 @@ import (
 	"github.com/stepfork/stepfork/fork"
 	"github.com/stepfork/stepfork/replay"
 	"github.com/stepfork/stepfork/trace"
+	"github.com/stepfork/stepfork/trace/diff"
 )
 
 // The examples run a small refund desk: it looks an order up, asks a model
@@ -178,7 +179,7 @@ func Example_recordAndReplay() {
 
 	// The same run, committed to testdata/ earlier: it behaves the same.
 	committed := mustLoad("testdata/example-refund-small.sftrace")
-	fmt.Println("same behavior as the committed trace:", trace.Diff(committed, rec.Trace).Equivalent())
+	fmt.Println("same behavior as the committed trace:", diff.Runs(committed, rec.Trace).Equivalent())
 
 	// Replay the committed trace: nothing executes.
 	before := d.executions()
@@ -294,7 +295,7 @@ func Example_diff() {
 	base := mustLoad("testdata/example-refund-failure.sftrace")
 	fixed := mustLoad("testdata/example-refund-approval.sftrace")
 
-	d := trace.Diff(base, fixed)
+	d := diff.Runs(base, fixed)
 	fmt.Println(d.Explain())
 	// Output:
 	// behavior changed: 5 changed, 0 added, 3 removed, 3 unchanged (11 steps, LCS)
@@ -397,7 +398,7 @@ func TestExampleTraces(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%v (record it with STEPFORK_REGEN=1 go test -run TestExampleTraces .)", err)
 			}
-			if d := trace.Diff(committed, rec.Trace); !d.Equivalent() {
+			if d := diff.Runs(committed, rec.Trace); !d.Equivalent() {
 				t.Errorf("the desk no longer behaves as %s records (STEPFORK_REGEN=1 records it again):\n%s", path, d.Explain())
 			}
 			before := d.executions()

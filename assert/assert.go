@@ -128,10 +128,10 @@ func splitArgs(args []any) (opts []cmp.Option, msgAndArgs []any) {
 	return opts, nil
 }
 
-// diff is cmp.Diff(want, got, opts...) that turns a panic of cmp (unexported
+// cmpDiff is cmp.Diff(want, got, opts...) that turns a panic of cmp (unexported
 // fields, ambiguous options) into an ErrInvalid error instead of crashing the
 // test binary.
-func diff(want, got any, opts ...cmp.Option) (d string, err error) {
+func cmpDiff(want, got any, opts ...cmp.Option) (d string, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = invalidf("cannot compare %T values: %v", want, r)

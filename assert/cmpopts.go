@@ -138,7 +138,7 @@ func CheckTraceEqual(want, got Run, opts ...cmp.Option) error {
 	if err != nil {
 		return err
 	}
-	d, err := diff(w, g, dedupe(append([]cmp.Option{traceOptions}, opts...))...)
+	d, err := cmpDiff(w, g, dedupe(append([]cmp.Option{traceOptions}, opts...))...)
 	if err != nil {
 		return err
 	}

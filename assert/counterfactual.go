@@ -11,6 +11,7 @@ import (
 
 	"github.com/stepfork/stepfork/fork"
 	"github.com/stepfork/stepfork/trace"
+	"github.com/stepfork/stepfork/trace/diff"
 )
 
 // Counterfactual assertions look at what a fork changed: how the variant
@@ -19,10 +20,10 @@ import (
 
 // Counterfactual is what the counterfactual assertions inspect: a
 // *fork.Variant (the result of fork.Run or sftest.Fork: the diff against its
-// base and everything the fork did), or a *trace.RunDiff (trace.Diff of a
+// base and everything the fork did), or a *diff.Result (diff.Runs of a
 // base and a variant, when only the two runs are at hand). Assertions that
 // need what only a fork knows (suppressed effects, incurred cost, changes)
-// fail with an ErrInvalid error on a *trace.RunDiff; any other value, or
+// fail with an ErrInvalid error on a *diff.Result; any other value, or
 // nil, fails every counterfactual assertion with an ErrInvalid error.
 type Counterfactual any
 
@@ -30,7 +31,7 @@ type Counterfactual any
 // is one.
 type subject struct {
 	v *fork.Variant
-	d *trace.RunDiff
+	d *diff.Result
 }
 
 func subjectOf(c Counterfactual) (subject, error) {
@@ -45,13 +46,13 @@ func subjectOf(c Counterfactual) (subject, error) {
 		if x.Base == nil || x.Trace == nil {
 			return subject{}, invalidf("the *fork.Variant has no Diff, and no Base and Trace to compute it from; pass the variant fork.Run returned")
 		}
-		return subject{v: x, d: trace.Diff(x.Base, x.Trace)}, nil
-	case *trace.RunDiff:
+		return subject{v: x, d: diff.Runs(x.Base, x.Trace)}, nil
+	case *diff.Result:
 		if x != nil {
 			return subject{d: x}, nil
 		}
 	}
-	return subject{}, invalidf("no counterfactual to check: got %s; pass the *fork.Variant of fork.Run or sftest.Fork, or a *trace.RunDiff", typeName(c))
+	return subject{}, invalidf("no counterfactual to check: got %s; pass the *fork.Variant of fork.Run or sftest.Fork, or a *diff.Result", typeName(c))
 }
 
 func typeName(c any) string {
@@ -71,7 +72,7 @@ func variantOf(c Counterfactual, what string) (*fork.Variant, error) {
 		return nil, err
 	}
 	if s.v == nil {
-		return nil, invalidf("%s needs the *fork.Variant: a *trace.RunDiff does not record it", what)
+		return nil, invalidf("%s needs the *fork.Variant: a *diff.Result does not record it", what)
 	}
 	return s.v, nil
 }
@@ -88,15 +89,15 @@ func on(c Counterfactual, check func(subject) error) error {
 // describeDivergence says in one line where the two runs of d first part,
 // naming the step: "step 7: llm 'fake/fake-1' changed: output.content
 // 'refund' → 'escalate'".
-func describeDivergence(d *trace.RunDiff) string {
+func describeDivergence(d *diff.Result) string {
 	dv := d.Divergence
 	if dv == nil {
 		return fmt.Sprintf("nowhere: the runs are equivalent (%d steps unchanged)", len(d.Steps))
 	}
 	switch dv.Kind {
-	case trace.DiffAdded:
+	case diff.Added:
 		return fmt.Sprintf("step %d: %s %s only in the variant", dv.Variant.Step, dv.Variant.Type, reprString(dv.Variant.Label))
-	case trace.DiffRemoved:
+	case diff.Removed:
 		return fmt.Sprintf("step %d: %s %s only in the base", dv.Base.Step, dv.Base.Type, reprString(dv.Base.Label))
 	}
 	if dv.Base.Type != dv.Variant.Type || dv.Base.Label != dv.Variant.Label {
@@ -132,7 +133,7 @@ func shortRepr(v trace.Value) string {
 }
 
 // divergenceLine is "\nfirst divergence: …", or "" when d is equivalent.
-func divergenceLine(d *trace.RunDiff) string {
+func divergenceLine(d *diff.Result) string {
 	if d.Divergence == nil {
 		return ""
 	}
@@ -142,9 +143,9 @@ func divergenceLine(d *trace.RunDiff) string {
 // ---- Equivalent, Diverged, DivergesAt ----
 
 // CheckEquivalent reports whether the variant behaved exactly like its base
-// (trace.RunDiff.Equivalent: no behavior step added, removed or changed;
+// (diff.Result.Equivalent: no behavior step added, removed or changed;
 // ids, timestamps, durations and costs are not behavior). The failure starts
-// with the first divergence and is followed by the diff (RunDiff.Explain):
+// with the first divergence and is followed by the diff ([diff.Result.Explain]):
 //
 //	expected the variant to behave like the base; it diverged at step 7: llm 'fake/fake-1' changed: output.content 'refund' → 'escalate'
 func CheckEquivalent(c Counterfactual) error {
@@ -196,7 +197,7 @@ func Diverged(t TestingT, c Counterfactual, msgAndArgs ...any) bool {
 // numbers differ between the runs either matches. A node name matches when
 // the first differing step is that node's own step (its exit status
 // changed), or, on a *fork.Variant, when the differing event lies inside an
-// execution of that node. A *trace.RunDiff holds no events, so there only the
+// execution of that node. A *diff.Result holds no events, so there only the
 // node's own step matches.
 //
 //	expected the runs to diverge at step 7; they diverged at step 11: tool 'issue_refund' only in the base
@@ -204,11 +205,11 @@ func Diverged(t TestingT, c Counterfactual, msgAndArgs ...any) bool {
 func CheckDivergesAt(c Counterfactual, at any) error {
 	return on(c, func(s subject) error {
 		var want string
-		var match func(dv *trace.Divergence) bool
+		var match func(dv *diff.Divergence) bool
 		switch a := at.(type) {
 		case int:
 			want = fmt.Sprintf("at step %d", a)
-			match = func(dv *trace.Divergence) bool {
+			match = func(dv *diff.Divergence) bool {
 				return (dv.Variant != nil && dv.Variant.Step == a) || (dv.Base != nil && dv.Base.Step == a)
 			}
 		case string:
@@ -216,7 +217,7 @@ func CheckDivergesAt(c Counterfactual, at any) error {
 				return invalidf("DivergesAt: the node name is empty")
 			}
 			want = "in node " + reprString(a)
-			match = func(dv *trace.Divergence) bool { return slices.Contains(nodesOf(s, dv), a) }
+			match = func(dv *diff.Divergence) bool { return slices.Contains(nodesOf(s, dv), a) }
 		default:
 			return invalidf("DivergesAt: at must be a step number (int) or a node name (string), got %s", typeName(at))
 		}
@@ -251,7 +252,7 @@ func DivergesAt(t TestingT, c Counterfactual, at any, msgAndArgs ...any) bool {
 // nodesOf lists the nodes the diverging step is in, innermost first: the
 // step itself when it is a node step, then, on a variant, the nodes whose
 // enter markers are ancestors of its event.
-func nodesOf(s subject, dv *trace.Divergence) []string {
+func nodesOf(s subject, dv *diff.Divergence) []string {
 	step, tr := dv.Variant, (*trace.Trace)(nil)
 	if s.v != nil {
 		tr = s.v.Trace
@@ -328,7 +329,7 @@ func endText(s subject) string {
 
 // CheckStatus reports whether the variant ended with status want
 // (fork.StatusCompleted, StatusFailed, StatusBlocked, StatusCanceled). On a
-// *trace.RunDiff the status is the variant run's terminal run status
+// *diff.Result the status is the variant run's terminal run status
 // ("completed", "failed" or "running"), which never says blocked.
 //
 //	expected the variant to end blocked; it completed
@@ -390,7 +391,7 @@ func Completed(t TestingT, c Counterfactual, msgAndArgs ...any) bool {
 // finalState returns the variant's final value of the plain state key and
 // whether the variant run ends with the key set: the "after" of its last
 // state step for key (a changed key's StateDelta.After).
-func finalState(d *trace.RunDiff, key string) (trace.Value, bool) {
+func finalState(d *diff.Result, key string) (trace.Value, bool) {
 	for _, sd := range d.State {
 		if sd.Key == key {
 			return sd.After, !sd.After.IsAbsent()
@@ -416,7 +417,7 @@ func stateText(v trace.Value, ok bool) string {
 
 // CheckStateChanged reports whether the final value of the state key differs
 // between the base and the variant (set, removed or changed; see
-// trace.StateDelta).
+// diff.StateDelta).
 //
 //	expected state 'decision' to change; it is 'issue_refund' in both runs
 func CheckStateChanged(c Counterfactual, key string) error {
@@ -436,7 +437,7 @@ func CheckStateChanged(c Counterfactual, key string) error {
 
 // stateKeys lists the keys that did change, for a message about one that
 // did not.
-func stateKeys(d *trace.RunDiff) string {
+func stateKeys(d *diff.Result) string {
 	if len(d.State) == 0 {
 		return ""
 	}
@@ -532,7 +533,7 @@ func valueEqual(what string, got trace.Value, want any, opts []cmp.Option) error
 		if got == wantValue {
 			return nil
 		}
-		if d, err := diff(plainOf(wantValue), plainOf(got)); err == nil && d != "" {
+		if d, err := cmpDiff(plainOf(wantValue), plainOf(got)); err == nil && d != "" {
 			msg += labelled(what, d)
 		}
 		return mismatchf("%s", msg)
@@ -545,7 +546,7 @@ func valueEqual(what string, got trace.Value, want any, opts []cmp.Option) error
 	if err := got.Decode(p.Interface()); err != nil {
 		return mismatchf("%s\ncannot decode the actual value into %T: %v", msg, want, err)
 	}
-	d, err := diff(wantTyped, p.Elem().Interface(), opts...)
+	d, err := cmpDiff(wantTyped, p.Elem().Interface(), opts...)
 	if err != nil {
 		return err
 	}
@@ -561,7 +562,7 @@ func valueEqual(what string, got trace.Value, want any, opts []cmp.Option) error
 // step ("tool:get_order", "llm:fake/fake-1", "state:decision",
 // "decision:action", "node:decide", "error:PolicyViolation"), and "run"
 // for its end.
-func pathOf(d *trace.RunDiff) []string {
+func pathOf(d *diff.Result) []string {
 	out := []string{}
 	for i := range d.Steps {
 		v := d.Steps[i].Variant
@@ -582,7 +583,7 @@ func pathOf(d *trace.RunDiff) []string {
 // (see trace.BehaviorStep): "node:decide", "tool:get_order",
 // "llm:fake/fake-1", "state:decision", "decision:action",
 // "param:policy_limit", "error:PolicyViolation", and "run" for its end,
-// the tokens of RunDiff.Explain's path line. opts are passed to cmp (for
+// the tokens of [diff.Result.Explain]'s path line. opts are passed to cmp (for
 // instance cmpopts.IgnoreSliceElements to drop node tokens).
 //
 //	expected the variant's path ['tool:get_order', 'run']; actual ['tool:get_order', 'tool:issue_refund', 'run']
@@ -593,7 +594,7 @@ func CheckPathEqual(c Counterfactual, want []string, opts ...cmp.Option) error {
 		if want == nil {
 			want = []string{}
 		}
-		d, err := diff(want, got, opts...)
+		d, err := cmpDiff(want, got, opts...)
 		if err != nil {
 			return err
 		}
@@ -687,7 +688,7 @@ func NoSuppressedEffects(t TestingT, c Counterfactual, msgAndArgs ...any) bool {
 // CheckIncurredCostAtMost reports whether the fork's live model calls cost
 // at most maxUSD (fork.Variant.IncurredCost: the served prefix, memo hits
 // and substituted responses cost nothing). It needs a *fork.Variant: a
-// *trace.RunDiff cannot tell served calls from live ones.
+// *diff.Result cannot tell served calls from live ones.
 //
 //	expected the variant to incur at most $0.0010; it incurred $0.0020 (1 live model call(s), 120 tokens)
 func CheckIncurredCostAtMost(c Counterfactual, maxUSD float64) error {

@@ -10,6 +10,7 @@ import (
 	"github.com/stepfork/stepfork/fork"
 	"github.com/stepfork/stepfork/replay"
 	"github.com/stepfork/stepfork/trace"
+	"github.com/stepfork/stepfork/trace/diff"
 )
 
 // refundOutcome is how a refund run built by refundFork ends.
@@ -69,7 +70,7 @@ func refundFork(t testing.TB, o refundOutcome) *trace.Trace {
 func refundVariant(t testing.TB) *fork.Variant {
 	t.Helper()
 	base, variant := refundFork(t, refunded), refundFork(t, approval)
-	return &fork.Variant{Trace: variant, Base: base, Diff: trace.Diff(base, variant), Status: fork.StatusCompleted,
+	return &fork.Variant{Trace: variant, Base: base, Diff: diff.Runs(base, variant), Status: fork.StatusCompleted,
 		At:             fork.Resolved{Step: 5, Description: "before 'decide' execution 1", Asked: "BeforeNode(\"decide\", 1)"},
 		Changes:        []fork.ChangeReport{{Change: fork.Prompt("decide", "Refunds need approval."), Description: "prompt of 'decide'", Applied: 1, Steps: []int{6}}},
 		IncurredCost:   0.002,
@@ -83,9 +84,9 @@ const refundDivergence = "step 6: llm 'fake/fake-1' changed: input.system 'You h
 func TestCounterfactualAssertions(t *testing.T) {
 	t.Parallel()
 	base, approved, failed := refundFork(t, refunded), refundFork(t, approval), refundFork(t, declined)
-	same := trace.Diff(base, refundFork(t, refunded))
-	changed := trace.Diff(base, approved)
-	broke := trace.Diff(base, failed)
+	same := diff.Runs(base, refundFork(t, refunded))
+	changed := diff.Runs(base, approved)
+	broke := diff.Runs(base, failed)
 	v := refundVariant(t)
 	blocked := refundVariant(t)
 	blocked.Status = fork.StatusBlocked
@@ -178,7 +179,7 @@ func TestCounterfactualAssertions(t *testing.T) {
 		{"NoSuppressedEffects/fail", func(t assert.TestingT) bool { return assert.NoSuppressedEffects(t, blocked) },
 			"expected no suppressed side effects; the guard held back 1 call(s):\n  step 9 tool 'issue_refund' {'amount': 250}: no recorded call has this input"},
 		{"NoSuppressedEffects/diff", func(t assert.TestingT) bool { return assert.NoSuppressedEffects(t, changed) },
-			"NoSuppressedEffects needs the *fork.Variant: a *trace.RunDiff does not record it"},
+			"NoSuppressedEffects needs the *fork.Variant: a *diff.Result does not record it"},
 		{"IncurredCostAtMost/pass", func(t assert.TestingT) bool { return assert.IncurredCostAtMost(t, v, 0.002) }, ""},
 		{"IncurredCostAtMost/fail", func(t assert.TestingT) bool { return assert.IncurredCostAtMost(t, v, 0.001) },
 			"expected the variant to incur at most $0.0010; it incurred $0.0020 (1 live model call(s), 120 tokens)"},
@@ -194,9 +195,9 @@ func TestCounterfactualAssertions(t *testing.T) {
 			"expected the variant to apply a change; it has none (a null fork)"},
 
 		{"nil variant", func(t assert.TestingT) bool { return assert.Completed(t, (*fork.Variant)(nil)) },
-			"no counterfactual to check: got a nil *fork.Variant; pass the *fork.Variant of fork.Run or sftest.Fork, or a *trace.RunDiff"},
+			"no counterfactual to check: got a nil *fork.Variant; pass the *fork.Variant of fork.Run or sftest.Fork, or a *diff.Result"},
 		{"wrong type", func(t assert.TestingT) bool { return assert.Diverged(t, base) },
-			"no counterfactual to check: got a *trace.Trace; pass the *fork.Variant of fork.Run or sftest.Fork, or a *trace.RunDiff"},
+			"no counterfactual to check: got a *trace.Trace; pass the *fork.Variant of fork.Run or sftest.Fork, or a *diff.Result"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

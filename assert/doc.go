@@ -42,7 +42,7 @@
 //
 // # Counterfactual assertions
 //
-// On a fork's result (a *fork.Variant, or a *trace.RunDiff; see
+// On a fork's result (a *fork.Variant, or a *diff.Result; see
 // Counterfactual) the assertions say what the change did: Equivalent,
 // Diverged, DivergesAt (a step or a node), Completed, Status, StateChanged,
 // StateUnchanged, StateEqual, PathEqual, OutputEqual, NoSuppressedEffects,

@@ -186,7 +186,7 @@ func toolArgumentsIn(calls []call, name string, occurrence int, want any, opts [
 			continue
 		}
 		decoded[i] = p.Elem().Interface()
-		d, err := diff(wantTyped, decoded[i], opts...)
+		d, err := cmpDiff(wantTyped, decoded[i], opts...)
 		if err != nil {
 			return err
 		}
@@ -203,7 +203,7 @@ func toolArgumentsIn(calls []call, name string, occurrence int, want any, opts [
 		}
 		if decoded[0] == nil && len(opts) > 0 {
 			msg += fmt.Sprintf("\ncannot decode the recorded arguments into %T", want)
-		} else if d, err := diff(wantSide, decoded[0], opts...); err == nil && d != "" {
+		} else if d, err := cmpDiff(wantSide, decoded[0], opts...); err == nil && d != "" {
 			msg += labelled("arguments", d)
 		}
 	}
@@ -319,7 +319,7 @@ func trajectoryIn(calls []call, want []string, m Match) error {
 			return nil
 		}
 		msg := fmt.Sprintf("expected exact tool sequence %s; actual: %s", reprNames(want), reprNames(got))
-		if d, err := diff(nonNil(want), nonNil(got)); err == nil && d != "" {
+		if d, err := cmpDiff(nonNil(want), nonNil(got)); err == nil && d != "" {
 			msg += labelled("tool sequence", d)
 		}
 		return mismatchf("%s", msg)

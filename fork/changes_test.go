@@ -10,6 +10,7 @@ import (
 
 	"github.com/stepfork/stepfork/replay"
 	"github.com/stepfork/stepfork/trace"
+	"github.com/stepfork/stepfork/trace/diff"
 )
 
 func TestChangeWireForms(t *testing.T) {
@@ -288,7 +289,7 @@ func TestRefundProductExample(t *testing.T) {
 	assert.Equal(t, "replay", info.Policy)
 	v3, err := Reproduce(context.Background(), saved, base, c.agent(w))
 	require.NoError(t, err)
-	assert.True(t, trace.Diff(v2.Trace, v3.Trace).Equivalent())
+	assert.True(t, diff.Runs(v2.Trace, v3.Trace).Equivalent())
 	assert.Equal(t, []any{v2.At.Step, v2.At.EventID, v2.At.Node}, []any{v3.At.Step, v3.At.EventID, v3.At.Node})
 }
 

@@ -18,7 +18,7 @@ func shortID(id string) string {
 // Explain renders the variant for people: a header naming the fork, the
 // base and the fork point, one line per change (and whether it was
 // applied), the policy, what was served and what the guard held back, the
-// incurred cost, then the diff against the base (trace.RunDiff.Explain):
+// incurred cost, then the diff against the base (diff.Result.Explain):
 //
 //	fork 8f3a2c… of 41d0be… at step 6 (before 'write' execution 1)
 //	  change    prompt of 'write' (applied at step 7)

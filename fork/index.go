@@ -5,6 +5,7 @@ import (
 
 	"github.com/stepfork/stepfork/replay"
 	"github.com/stepfork/stepfork/trace"
+	"github.com/stepfork/stepfork/trace/diff"
 )
 
 // index is what counterfactual execution needs to know about a base run:
@@ -47,11 +48,11 @@ type index struct {
 	plan     *replay.Prepared
 	planErr  error
 
-	// diff is the base side of trace.Diff (the base's behavior steps,
+	// diff is the base side of diff.Runs (the base's behavior steps,
 	// summary and final state). A sweep sets it before its workers start
 	// (withDiffBase) and every variant diffs against it, read-only (hazard
 	// H9); nil for a single fork, which has nothing to share.
-	diff *trace.DiffBase
+	diff *diff.Prepared
 }
 
 // prepared is the replay plan of the base run, computed once per index.
@@ -60,17 +61,17 @@ func (ix *index) prepared() (*replay.Prepared, error) {
 	return ix.plan, ix.planErr
 }
 
-// withDiffBase prepares the base side of trace.Diff for the variants that
+// withDiffBase prepares the base side of diff.Runs for the variants that
 // will share ix. Call it before they start: they read ix.diff unguarded.
-func (ix *index) withDiffBase() { ix.diff = trace.PrepareDiff(ix.tr) }
+func (ix *index) withDiffBase() { ix.diff = diff.Prepare(ix.tr) }
 
-// diffVariant compares a variant with the base run: trace.Diff(ix.tr, variant),
+// diffVariant compares a variant with the base run: diff.Runs(ix.tr, variant),
 // against the prepared base side when there is one.
-func (ix *index) diffVariant(variant *trace.Trace) *trace.RunDiff {
+func (ix *index) diffVariant(variant *trace.Trace) *diff.Result {
 	if ix.diff != nil {
 		return ix.diff.Diff(variant)
 	}
-	return trace.Diff(ix.tr, variant)
+	return diff.Runs(ix.tr, variant)
 }
 
 func callKey(kind replay.CallKind, label string) string { return string(kind) + "\x00" + label }

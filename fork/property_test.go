@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/stepfork/stepfork/trace"
+	"github.com/stepfork/stepfork/trace/diff"
 )
 
 // randomRun builds a recorder-shaped run of random tool calls, model calls and
@@ -44,7 +45,7 @@ func TestDiffOfForkProperty(t *testing.T) {
 	for seed := range uint64(200) {
 		rng := rand.New(rand.NewPCG(seed, 7))
 		tr, calls := randomRun(t, rng)
-		if d := trace.Diff(tr, tr); !d.Equivalent() {
+		if d := diff.Runs(tr, tr); !d.Equivalent() {
 			t.Fatalf("seed %d: Diff(t, t) not equivalent:\n%s", seed, d.Explain())
 		}
 		last := tr.Events[len(tr.Events)-1].Step
@@ -52,7 +53,7 @@ func TestDiffOfForkProperty(t *testing.T) {
 		if err != nil {
 			t.Fatalf("seed %d: null fork: %v", seed, err)
 		}
-		if d := trace.Diff(tr, same.Trace); !d.Equivalent() {
+		if d := diff.Runs(tr, same.Trace); !d.Equivalent() {
 			t.Fatalf("seed %d: null fork at the last step not equivalent:\n%s", seed, d.Explain())
 		}
 
@@ -66,14 +67,14 @@ func TestDiffOfForkProperty(t *testing.T) {
 		}
 		for _, mode := range []struct {
 			name string
-			opts []trace.DiffOption
-		}{{"lcs", nil}, {"position", []trace.DiffOption{trace.AlignPosition()}}} {
-			d := trace.Diff(tr, res.Trace, mode.opts...)
+			opts []diff.Option
+		}{{"lcs", nil}, {"position", []diff.Option{diff.AlignPosition()}}} {
+			d := diff.Runs(tr, res.Trace, mode.opts...)
 			dv := d.Divergence
 			if dv == nil {
 				t.Fatalf("seed %d %s: fork with an override at step %d is equivalent", seed, mode.name, result.Step)
 			}
-			if dv.Kind != trace.DiffChanged || dv.Base == nil || dv.Base.EventID != call || dv.Variant == nil || dv.Variant.EventID != call {
+			if dv.Kind != diff.Changed || dv.Base == nil || dv.Base.EventID != call || dv.Variant == nil || dv.Variant.EventID != call {
 				t.Fatalf("seed %d %s: diverged at %+v, want a change of call %s (override at step %d)\n%s",
 					seed, mode.name, dv, call, result.Step, d.Explain())
 			}

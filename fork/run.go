@@ -10,6 +10,7 @@ import (
 
 	"github.com/stepfork/stepfork/replay"
 	"github.com/stepfork/stepfork/trace"
+	"github.com/stepfork/stepfork/trace/diff"
 )
 
 // ErrPrefixDiverged is matched by the error of a fork whose agent did not
@@ -104,8 +105,8 @@ type Variant struct {
 	// Trace.Extras.
 	Trace *trace.Trace
 	Base  *trace.Trace
-	// Diff compares the base with the variant (trace.Diff).
-	Diff *trace.RunDiff
+	// Diff compares the base with the variant (diff.Runs).
+	Diff *diff.Result
 	// At is the resolved fork point.
 	At     Resolved
 	Status Status

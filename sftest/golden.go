@@ -17,12 +17,13 @@ import (
 	"github.com/stepfork/stepfork/fork"
 	"github.com/stepfork/stepfork/replay"
 	"github.com/stepfork/stepfork/trace"
+	"github.com/stepfork/stepfork/trace/diff"
 )
 
 // Golden compares the rendering of v (see Render) with the golden file
 // testdata/<test name>.golden through autogold.ExpectFile; a subtest's file
 // is testdata/<test>/<subtest>.golden. v is a *fork.Variant, a
-// *replay.Result, a *trace.RunDiff, a *trace.Trace or a *fork.Sweep.
+// *replay.Result, a *diff.Result, a *trace.Trace or a *fork.Sweep.
 //
 // go test -update (autogold's flag; sftest never defines it) writes the
 // rendering to the file; without it a mismatch fails the test with the
@@ -76,7 +77,7 @@ func goldenFile(t *testing.T, opts []autogold.Option) string {
 }
 
 // Render is the text Golden compares: a stable, human-readable rendering of
-// v, a *fork.Variant, a *replay.Result, a *trace.RunDiff, a *trace.Trace or
+// v, a *fork.Variant, a *replay.Result, a *diff.Result, a *trace.Trace or
 // a *fork.Sweep.
 //
 // A variant renders as its fork point, its changes (wire form) and how often
@@ -108,9 +109,9 @@ func Render(v any) (string, error) {
 			return "", fmt.Errorf("cannot render a nil *replay.Result, or one without a trace")
 		}
 		renderResult(&b, x)
-	case *trace.RunDiff:
+	case *diff.Result:
 		if x == nil {
-			return "", fmt.Errorf("cannot render a nil *trace.RunDiff")
+			return "", fmt.Errorf("cannot render a nil *diff.Result")
 		}
 		renderDiff(&b, x)
 	case *trace.Trace:
@@ -124,7 +125,7 @@ func Render(v any) (string, error) {
 		}
 		renderSweep(&b, x)
 	default:
-		return "", fmt.Errorf("cannot render a %T: pass a *fork.Variant, *replay.Result, *trace.RunDiff, *trace.Trace or *fork.Sweep", v)
+		return "", fmt.Errorf("cannot render a %T: pass a *fork.Variant, *replay.Result, *diff.Result, *trace.Trace or *fork.Sweep", v)
 	}
 	return normalize(b.String()), nil
 }
@@ -196,13 +197,13 @@ func renderResult(b *strings.Builder, r *replay.Result) {
 }
 
 func renderTrace(b *strings.Builder, tr *trace.Trace) {
-	d := trace.Diff(tr, tr)
+	d := diff.Runs(tr, tr)
 	fmt.Fprintf(b, "run       %s, %d event(s), %d behavior step(s)\n", d.Variant.Terminal(), d.Variant.Events, d.Variant.Steps)
 	writeSteps(b, d, false)
 	writeOutput(b, d)
 }
 
-func renderDiff(b *strings.Builder, d *trace.RunDiff) {
+func renderDiff(b *strings.Builder, d *diff.Result) {
 	if d.Equivalent() {
 		fmt.Fprintf(b, "behavior  equivalent to the base (%d steps)\n", len(d.Steps))
 	} else {
@@ -212,9 +213,9 @@ func renderDiff(b *strings.Builder, d *trace.RunDiff) {
 	writeSteps(b, d, true)
 	for _, s := range d.State {
 		switch s.Change {
-		case trace.DiffAdded:
+		case diff.Added:
 			fmt.Fprintf(b, "state     + %s: %s\n", s.Key, short(s.After.Canonical()))
-		case trace.DiffRemoved:
+		case diff.Removed:
 			fmt.Fprintf(b, "state     - %s (was %s)\n", s.Key, short(s.Before.Canonical()))
 		default:
 			fmt.Fprintf(b, "state     ~ %s: %s → %s\n", s.Key, short(s.Before.Canonical()), short(s.After.Canonical()))
@@ -249,7 +250,7 @@ func renderSweep(b *strings.Builder, s *fork.Sweep) {
 
 // writeSteps lists the aligned steps of d; marks says whether to mark them
 // as unchanged, changed, added or removed.
-func writeSteps(b *strings.Builder, d *trace.RunDiff, marks bool) {
+func writeSteps(b *strings.Builder, d *diff.Result, marks bool) {
 	if marks {
 		b.WriteString("steps     (= as in the base, ~ changed, + only in the variant, - only in the base)\n")
 	} else {
@@ -263,7 +264,7 @@ func writeSteps(b *strings.Builder, d *trace.RunDiff, marks bool) {
 		}
 		mark := ""
 		if marks {
-			mark = map[trace.DiffKind]string{trace.DiffUnchanged: "= ", trace.DiffChanged: "~ ", trace.DiffAdded: "+ ", trace.DiffRemoved: "- "}[s.Kind]
+			mark = map[diff.Kind]string{diff.Unchanged: "= ", diff.Changed: "~ ", diff.Added: "+ ", diff.Removed: "- "}[s.Kind]
 		}
 		fmt.Fprintf(b, "  %sstep %-3d %-8s %s", mark, side.Step, side.Type, side.Label)
 		if what := stepSummary(side); what != "" {
@@ -271,7 +272,7 @@ func writeSteps(b *strings.Builder, d *trace.RunDiff, marks bool) {
 			b.WriteString(what)
 		}
 		b.WriteByte('\n')
-		if s.Kind != trace.DiffChanged {
+		if s.Kind != diff.Changed {
 			continue
 		}
 		if s.Base.Step != s.Variant.Step {
@@ -311,7 +312,7 @@ func stepSummary(s *trace.BehaviorStep) string {
 	return ""
 }
 
-func writeOutput(b *strings.Builder, d *trace.RunDiff) {
+func writeOutput(b *strings.Builder, d *diff.Result) {
 	for i := len(d.Steps) - 1; i >= 0; i-- {
 		s := d.Steps[i].Variant
 		if s != nil && s.Type == trace.StepRun {
@@ -324,15 +325,15 @@ func writeOutput(b *strings.Builder, d *trace.RunDiff) {
 
 // divergence describes the first divergence of d in one line, naming its
 // step: "step 7: llm 'fake/fake-1' changed: input.system …".
-func divergence(d *trace.RunDiff) string {
+func divergence(d *diff.Result) string {
 	dv := d.Divergence
 	if dv == nil {
 		return "nowhere: the runs are equivalent"
 	}
 	switch dv.Kind {
-	case trace.DiffAdded:
+	case diff.Added:
 		return fmt.Sprintf("step %d: %s '%s' only in the variant", dv.Variant.Step, dv.Variant.Type, dv.Variant.Label)
-	case trace.DiffRemoved:
+	case diff.Removed:
 		return fmt.Sprintf("step %d: %s '%s' only in the base", dv.Base.Step, dv.Base.Type, dv.Base.Label)
 	}
 	sd := &d.Steps[dv.Index]

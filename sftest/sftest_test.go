@@ -18,6 +18,7 @@ import (
 	"github.com/stepfork/stepfork/replay"
 	"github.com/stepfork/stepfork/sftest"
 	"github.com/stepfork/stepfork/trace"
+	"github.com/stepfork/stepfork/trace/diff"
 )
 
 // fakeT stands in for the test's t so that a helper's failure can be
@@ -340,7 +341,7 @@ func TestRender(t *testing.T) {
 	}{
 		{"trace", base},
 		{"replay", sftest.Replay(t, base, refund.Agent)},
-		{"diff", trace.Diff(base, base)},
+		{"diff", diff.Runs(base, base)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -39,14 +39,12 @@
 // tokens, sk-, ghp_, gho_, github_pat_) become "[REDACTED]", recorded as
 // JSON Pointers in redactions.json and in each event's redactions list.
 //
-// # Comparing runs
+// # Behavior
 //
-// Diff aligns the behaviour of two runs (tool and model calls with their
-// results, state changes, errors, decisions, node path, run end) by longest
-// common subsequence with Myers' algorithm and reports the first divergence,
-// per-field changes with paths (output.price, input.args[1]), state deltas and
-// token and cost deltas; AlignPosition reproduces stepfork's diff --json byte
-// for byte.
+// [Trace.Behavior] reduces a run to its behavior steps: tool and model calls
+// with their results, state changes, errors, decisions, parameters, the node
+// path and the run end, without ids, times, tokens or costs. Package
+// [github.com/stepfork/stepfork/trace/diff] aligns the behavior of two runs.
 //
 // # Runtime markers
 //

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/stepfork/stepfork/trace"
+	"github.com/stepfork/stepfork/trace/diff"
 )
 
 var diffCmd = &command{
@@ -63,11 +64,11 @@ func (o *diffOptions) run(e *env, basePath, variantPath string) int {
 }
 
 func (o *diffOptions) compare(e *env, base, variant *trace.Trace, basePath, variantPath string) int {
-	opts := []trace.DiffOption{trace.DisplayPaths(basePath, variantPath)}
+	opts := []diff.Option{diff.DisplayPaths(basePath, variantPath)}
 	if o.align == "position" {
-		opts = append(opts, trace.AlignPosition())
+		opts = append(opts, diff.AlignPosition())
 	}
-	d := trace.Diff(base, variant, opts...)
+	d := diff.Runs(base, variant, opts...)
 	code := exitOK
 	if !d.Equivalent() {
 		code = exitDifferent

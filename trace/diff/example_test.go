@@ -1,10 +1,11 @@
-package trace_test
+package diff_test
 
 import (
 	"fmt"
 	"os"
 
 	"github.com/stepfork/stepfork/trace"
+	"github.com/stepfork/stepfork/trace/diff"
 )
 
 // booking records a small run: a search, a booking, and its end.
@@ -20,13 +21,13 @@ func booking(runID string, price int, extraCall bool) *trace.Trace {
 	return b.MustTrace()
 }
 
-// Diff aligns the two runs by their longest common subsequence: the added
+// Runs aligns the two runs by their longest common subsequence: the added
 // call is one added step, and the steps after it stay unchanged.
-func ExampleDiff() {
+func ExampleRuns() {
 	base := booking("run_base", 320, false)
 	variant := booking("run_variant", 450, true)
 
-	d := trace.Diff(base, variant)
+	d := diff.Runs(base, variant)
 	fmt.Println("equivalent:", d.Equivalent())
 	fmt.Println("diverged at step", d.Divergence.Index, "on", d.Divergence.Base.Label)
 	fmt.Print(d.Explain())
@@ -50,8 +51,8 @@ func ExampleAlignPosition() {
 	base := booking("run_base", 320, false)
 	variant := booking("run_variant", 450, false)
 
-	d := trace.Diff(base, variant, trace.AlignPosition(),
-		trace.DisplayPaths("base.sftrace", "variant.sftrace"))
+	d := diff.Runs(base, variant, diff.AlignPosition(),
+		diff.DisplayPaths("base.sftrace", "variant.sftrace"))
 	os.Stdout.Write(append(d.JSON(), '\n'))
 	// Output:
 	// {"equivalent":false,"baseline":{"path":"base.sftrace","agent_name":"booking-agent","run_id":"run_base","status":"completed","events":6},"candidate":{"path":"variant.sftrace","agent_name":"booking-agent","run_id":"run_variant","status":"completed","events":6},"steps":[{"index":0,"kind":"changed","step_type":"tool","label":"search_flights","fields":["input","output","status"],"changes":[{"path":"output.price","kind":"changed","expected":320,"actual":450}]},{"index":1,"kind":"unchanged","step_type":"tool","label":"book","fields":["input","output","status"],"changes":[]},{"index":2,"kind":"unchanged","step_type":"run","label":"run","fields":["output","run_status"],"changes":[]}],"added":0,"removed":0,"changed":1,"unchanged":2}
@@ -59,7 +60,7 @@ func ExampleAlignPosition() {
 
 // FirstDifference names the first differing leaf of two payloads.
 func ExampleFirstDifference() {
-	path, expected, actual, _ := trace.FirstDifference(
+	path, expected, actual, _ := diff.FirstDifference(
 		trace.MustParse(`{"args":["LIS",2],"to":"LIS"}`),
 		trace.MustParse(`{"args":["LIS",2.0],"to":"LIS"}`))
 	fmt.Println(path, expected, actual)

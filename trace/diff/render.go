@@ -1,10 +1,13 @@
-package trace
+package diff
 
 import (
 	"fmt"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/stepfork/stepfork/internal/fileform"
+	"github.com/stepfork/stepfork/trace"
 )
 
 // JSON returns the diff as compact JSON.
@@ -35,7 +38,7 @@ import (
 // note that json.Marshal would escape <, > and & in them (MarshalJSON's
 // output goes through encoding/json's compaction), so write JSON() directly
 // or use an Encoder with SetEscapeHTML(false) when bytes matter.
-func (d *RunDiff) JSON() []byte {
+func (d *Result) JSON() []byte {
 	if d.Positional {
 		return d.appendStepforkJSON(nil)
 	}
@@ -43,9 +46,9 @@ func (d *RunDiff) JSON() []byte {
 }
 
 // MarshalJSON returns JSON().
-func (d *RunDiff) MarshalJSON() ([]byte, error) { return d.JSON(), nil }
+func (d *Result) MarshalJSON() ([]byte, error) { return d.JSON(), nil }
 
-func (d *RunDiff) appendStepforkJSON(b []byte) []byte {
+func (d *Result) appendStepforkJSON(b []byte) []byte {
 	b = append(b, `{"equivalent":`...)
 	b = strconv.AppendBool(b, d.Equivalent())
 	b = append(b, `,"baseline":`...)
@@ -63,7 +66,7 @@ func (d *RunDiff) appendStepforkJSON(b []byte) []byte {
 	return appendCounts(b, d)
 }
 
-func appendCounts(b []byte, d *RunDiff) []byte {
+func appendCounts(b []byte, d *Result) []byte {
 	b = append(b, `,"added":`...)
 	b = strconv.AppendInt(b, int64(d.Added), 10)
 	b = append(b, `,"removed":`...)
@@ -79,39 +82,39 @@ func appendOptQuoted(b []byte, s string) []byte {
 	if s == "" {
 		return append(b, "null"...)
 	}
-	return appendQuoted(b, s)
+	return fileform.AppendQuoted(b, s)
 }
 
-func appendStepforkSummary(b []byte, s *RunSummary) []byte {
+func appendStepforkSummary(b []byte, s *Summary) []byte {
 	b = append(b, `{"path":`...)
 	b = appendOptQuoted(b, s.Path)
 	b = append(b, `,"agent_name":`...)
-	b = appendQuoted(b, s.AgentName)
+	b = fileform.AppendQuoted(b, s.AgentName)
 	b = append(b, `,"run_id":`...)
-	b = appendQuoted(b, s.RunID)
+	b = fileform.AppendQuoted(b, s.RunID)
 	b = append(b, `,"status":`...)
-	b = appendQuoted(b, string(s.Status))
+	b = fileform.AppendQuoted(b, string(s.Status))
 	b = append(b, `,"events":`...)
 	b = strconv.AppendInt(b, int64(s.Events), 10)
 	return append(b, '}')
 }
 
-func appendJSONValue(b []byte, v Value) []byte {
+func appendJSONValue(b []byte, v trace.Value) []byte {
 	if v.IsAbsent() {
 		return append(b, "null"...)
 	}
-	return appendFileForm(b, v)
+	return fileform.AppendValue(b, v.Canonical())
 }
 
 func appendFloatJSON(b []byte, f float64) []byte {
-	v, err := FloatValue(f)
+	v, err := trace.FloatValue(f)
 	if err != nil {
 		return append(b, "null"...)
 	}
-	return appendFileForm(b, v)
+	return fileform.AppendValue(b, v.Canonical())
 }
 
-func appendStepRef(b []byte, s *BehaviorStep) []byte {
+func appendStepRef(b []byte, s *trace.BehaviorStep) []byte {
 	if s == nil {
 		return append(b, "null"...)
 	}
@@ -126,15 +129,15 @@ func appendStepRef(b []byte, s *BehaviorStep) []byte {
 	return append(b, '}')
 }
 
-func appendStepDiff(b []byte, s *StepDiff, native bool) []byte {
+func appendStepDiff(b []byte, s *Step, native bool) []byte {
 	b = append(b, `{"index":`...)
 	b = strconv.AppendInt(b, int64(s.Index), 10)
 	b = append(b, `,"kind":`...)
-	b = appendQuoted(b, string(s.Kind))
+	b = fileform.AppendQuoted(b, string(s.Kind))
 	b = append(b, `,"step_type":`...)
-	b = appendQuoted(b, string(s.Type))
+	b = fileform.AppendQuoted(b, string(s.Type))
 	b = append(b, `,"label":`...)
-	b = appendQuoted(b, s.Label)
+	b = fileform.AppendQuoted(b, s.Label)
 	if native {
 		b = append(b, `,"base":`...)
 		b = appendStepRef(b, s.Base)
@@ -146,7 +149,7 @@ func appendStepDiff(b []byte, s *StepDiff, native bool) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendQuoted(b, f)
+		b = fileform.AppendQuoted(b, f)
 	}
 	b = append(b, `],"changes":[`...)
 	for i := range s.Changes {
@@ -155,9 +158,9 @@ func appendStepDiff(b []byte, s *StepDiff, native bool) []byte {
 			b = append(b, ',')
 		}
 		b = append(b, `{"path":`...)
-		b = appendQuoted(b, c.Path)
+		b = fileform.AppendQuoted(b, c.Path)
 		b = append(b, `,"kind":`...)
-		b = appendQuoted(b, string(c.Kind))
+		b = fileform.AppendQuoted(b, string(c.Kind))
 		b = append(b, `,"expected":`...)
 		b = appendJSONValue(b, c.Expected)
 		b = append(b, `,"actual":`...)
@@ -167,12 +170,12 @@ func appendStepDiff(b []byte, s *StepDiff, native bool) []byte {
 	return append(b, "]}"...)
 }
 
-func (d *RunDiff) appendNativeJSON(b []byte) []byte {
+func (d *Result) appendNativeJSON(b []byte) []byte {
 	b = append(b, `{"alignment":"lcs","equivalent":`...)
 	b = strconv.AppendBool(b, d.Equivalent())
 	for _, side := range []struct {
 		key string
-		s   *RunSummary
+		s   *Summary
 	}{{"base", &d.Base}, {"variant", &d.Variant}} {
 		s := side.s
 		b = append(b, `,"`...)
@@ -180,11 +183,11 @@ func (d *RunDiff) appendNativeJSON(b []byte) []byte {
 		b = append(b, `":{"path":`...)
 		b = appendOptQuoted(b, s.Path)
 		b = append(b, `,"agent_name":`...)
-		b = appendQuoted(b, s.AgentName)
+		b = fileform.AppendQuoted(b, s.AgentName)
 		b = append(b, `,"run_id":`...)
-		b = appendQuoted(b, s.RunID)
+		b = fileform.AppendQuoted(b, s.RunID)
 		b = append(b, `,"status":`...)
-		b = appendQuoted(b, string(s.Status))
+		b = fileform.AppendQuoted(b, string(s.Status))
 		b = append(b, `,"run_status":`...)
 		b = appendOptQuoted(b, string(s.RunEnd))
 		b = append(b, `,"events":`...)
@@ -204,7 +207,7 @@ func (d *RunDiff) appendNativeJSON(b []byte) []byte {
 		b = append(b, `{"index":`...)
 		b = strconv.AppendInt(b, int64(dv.Index), 10)
 		b = append(b, `,"kind":`...)
-		b = appendQuoted(b, string(dv.Kind))
+		b = fileform.AppendQuoted(b, string(dv.Kind))
 		b = append(b, `,"base_index":`...)
 		b = strconv.AppendInt(b, int64(dv.BaseIndex), 10)
 		b = append(b, `,"variant_index":`...)
@@ -228,9 +231,9 @@ func (d *RunDiff) appendNativeJSON(b []byte) []byte {
 			b = append(b, ',')
 		}
 		b = append(b, `{"key":`...)
-		b = appendQuoted(b, s.Key)
+		b = fileform.AppendQuoted(b, s.Key)
 		b = append(b, `,"change":`...)
-		b = appendQuoted(b, string(s.Change))
+		b = fileform.AppendQuoted(b, string(s.Change))
 		b = append(b, `,"bytes_delta":`...)
 		b = strconv.AppendInt(b, int64(s.BytesDelta), 10)
 		b = append(b, `,"before":`...)
@@ -248,14 +251,13 @@ func (d *RunDiff) appendNativeJSON(b []byte) []byte {
 
 // ---- stepfork's human output ----
 
-// StepforkText renders the diff as `stepfork diff` prints it (reference
-// stepfork-format.md §6.4): the "Stepfork Behavioral Diff" header, the two
+// StepforkText renders the diff as `stepfork diff` prints it: the "Stepfork Behavioral Diff" header, the two
 // paths ("(in-memory trace)" when a path is empty), one block per step with
 // its changes grouped by top-level field, the step counts and the result.
 // Values are printed as Python's json.dumps(sort_keys=True) prints them,
 // cut to 120 characters. Rich's styling is not reproduced, nor its wrapping
 // of lines longer than the terminal.
-func (d *RunDiff) StepforkText() string {
+func (d *Result) StepforkText() string {
 	var b strings.Builder
 	pathOr := func(p string) string {
 		if p == "" {
@@ -278,13 +280,13 @@ func (d *RunDiff) StepforkText() string {
 	return b.String()
 }
 
-func writeStepforkStep(b *strings.Builder, s *StepDiff) {
+func writeStepforkStep(b *strings.Builder, s *Step) {
 	header := string(s.Type) + ": " + s.Label
 	switch s.Kind {
-	case DiffAdded:
+	case Added:
 		fmt.Fprintf(b, "+ %s (added)\n", header)
 		return
-	case DiffRemoved:
+	case Removed:
 		fmt.Fprintf(b, "- %s (removed)\n", header)
 		return
 	}
@@ -294,7 +296,7 @@ func writeStepforkStep(b *strings.Builder, s *StepDiff) {
 		return
 	}
 	var order []string
-	groups := make(map[string][]*FieldChange)
+	groups := make(map[string][]*Change)
 	for i := range s.Changes {
 		c := &s.Changes[i]
 		key, _, _ := strings.Cut(c.Path, ".")
@@ -330,28 +332,34 @@ func writeStepforkStep(b *strings.Builder, s *StepDiff) {
 // pythonShort is stepfork's _short: "(absent)" for a missing or null value,
 // else json.dumps(redacted, ensure_ascii=False, sort_keys=True) cut to 120
 // characters with "…".
-func pythonShort(v Value) string {
+func pythonShort(v trace.Value) string {
 	if v.IsAbsent() || v.IsNull() {
 		return "(absent)"
 	}
-	r, _ := RedactValue(v)
+	r, _ := trace.RedactValue(v)
 	return truncateRunes(pythonDumps(r), 120)
 }
 
 // pythonDumps prints a canonical value with json.dumps' default separators
 // ", " and ": " (canonical JSON is otherwise what json.dumps prints).
-func pythonDumps(v Value) string {
-	s := v.raw
+func pythonDumps(v trace.Value) string {
+	s := v.Canonical()
 	if !strings.ContainsAny(s, ",:") {
 		return s
 	}
 	out := make([]byte, 0, len(s)+len(s)/8)
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; c {
-		case '"':
-			end := skipValue(s, i)
-			out = append(out, s[i:end]...)
-			i = end - 1
+		case '"': // copy the string as it is: its commas and colons are text
+			end := i + 1
+			for s[end] != '"' {
+				if s[end] == '\\' {
+					end++
+				}
+				end++
+			}
+			out = append(out, s[i:end+1]...)
+			i = end
 		case ',', ':':
 			out = append(out, c, ' ')
 		default:
@@ -389,7 +397,7 @@ const (
 )
 
 // String returns Explain().
-func (d *RunDiff) String() string { return d.Explain() }
+func (d *Result) String() string { return d.Explain() }
 
 // Explain renders the diff compactly for a terminal or a test failure:
 //
@@ -422,7 +430,7 @@ func (d *RunDiff) String() string { return d.Explain() }
 // field changes each (expected = base, actual = variant), the state deltas
 // (~ changed, + added, - removed, with the size change), and the token and
 // cost deltas when either run used any.
-func (d *RunDiff) Explain() string {
+func (d *Result) Explain() string {
 	var b strings.Builder
 	mode := "LCS"
 	if d.Positional {
@@ -444,7 +452,7 @@ func (d *RunDiff) Explain() string {
 	shown := 0
 	for i := range d.Steps {
 		s := &d.Steps[i]
-		if s.Kind == DiffUnchanged {
+		if s.Kind == Unchanged {
 			continue
 		}
 		if shown == explainSteps {
@@ -457,7 +465,7 @@ func (d *RunDiff) Explain() string {
 	if len(d.State) > 0 {
 		parts := make([]string, len(d.State))
 		for i, s := range d.State {
-			mark := map[DiffKind]string{DiffAdded: "+", DiffRemoved: "-", DiffChanged: "~"}[s.Change]
+			mark := map[Kind]string{Added: "+", Removed: "-", Changed: "~"}[s.Change]
 			parts[i] = mark + s.Key
 			if s.BytesDelta != 0 {
 				parts[i] += fmt.Sprintf(" (%+dB)", s.BytesDelta)
@@ -482,19 +490,19 @@ func (d *RunDiff) Explain() string {
 	return b.String()
 }
 
-func stepToken(s *StepDiff) string {
-	name := func(t StepType, label string) string {
-		if t == StepRun {
+func stepToken(s *Step) string {
+	name := func(t trace.StepType, label string) string {
+		if t == trace.StepRun {
 			return "run"
 		}
 		return string(t) + ":" + label
 	}
 	switch s.Kind {
-	case DiffAdded:
+	case Added:
 		return "+" + name(s.Type, s.Label)
-	case DiffRemoved:
+	case Removed:
 		return "-" + name(s.Type, s.Label)
-	case DiffChanged:
+	case Changed:
 		if s.Base.Type != s.Variant.Type || s.Base.Label != s.Variant.Label {
 			return name(s.Base.Type, s.Base.Label) + "→" + name(s.Variant.Type, s.Variant.Label)
 		}
@@ -503,7 +511,7 @@ func stepToken(s *StepDiff) string {
 	return name(s.Type, s.Label)
 }
 
-func (d *RunDiff) writePath(b *strings.Builder) {
+func (d *Result) writePath(b *strings.Builder) {
 	if len(d.Steps) == 0 {
 		b.WriteString("  path      (no steps)\n")
 		return
@@ -541,12 +549,12 @@ func (d *RunDiff) writePath(b *strings.Builder) {
 	}
 }
 
-func sideRef(name string, s *BehaviorStep) string {
+func sideRef(name string, s *trace.BehaviorStep) string {
 	return fmt.Sprintf("%s #%d %s step %d", name, s.Index, s.EventID, s.Step)
 }
 
-func writeExplainStep(b *strings.Builder, s *StepDiff) {
-	mark := map[DiffKind]string{DiffAdded: "+", DiffRemoved: "-", DiffChanged: "~"}[s.Kind]
+func writeExplainStep(b *strings.Builder, s *Step) {
+	mark := map[Kind]string{Added: "+", Removed: "-", Changed: "~"}[s.Kind]
 	var refs []string
 	if s.Base != nil {
 		refs = append(refs, sideRef("base", s.Base))
@@ -567,9 +575,9 @@ func writeExplainStep(b *strings.Builder, s *StepDiff) {
 	}
 }
 
-func explainValueText(v Value) string {
+func explainValueText(v trace.Value) string {
 	if v.IsAbsent() {
 		return "(absent)"
 	}
-	return truncateRunes(v.raw, explainValue)
+	return truncateRunes(v.Canonical(), explainValue)
 }

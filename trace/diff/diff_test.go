@@ -1,4 +1,4 @@
-package trace
+package diff
 
 import (
 	"fmt"
@@ -12,7 +12,12 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/stepfork/stepfork/trace"
 )
+
+// vectorDir holds the bundles Python stepfork wrote.
+const vectorDir = "../../testdata/vectors"
 
 // diffVectors are the stepfork golden bundles of the worked diff example.
 var (
@@ -22,9 +27,9 @@ var (
 	recordedEdit = filepath.Join(vectorDir, "stepfork-recorded", "run_1000_calls.changed.sftrace")
 )
 
-func mustLoad(t testing.TB, path string) *Trace {
+func mustLoad(t testing.TB, path string) *trace.Trace {
 	t.Helper()
-	tr, err := Load(path)
+	tr, err := trace.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +41,7 @@ func mustLoad(t testing.TB, path string) *Trace {
 func TestDiffStepforkWorkedExample(t *testing.T) {
 	t.Parallel()
 	base, variant := mustLoad(t, diffBaseline), mustLoad(t, diffChanged)
-	d := Diff(base, variant, AlignPosition(),
+	d := Runs(base, variant, AlignPosition(),
 		DisplayPaths("tests/golden/diff_baseline.sftrace", "tests/golden/diff_changed.sftrace"))
 	want := `{"equivalent":false,` +
 		`"baseline":{"path":"tests/golden/diff_baseline.sftrace","agent_name":"golden-diff-agent","run_id":"run_diff_baseline","status":"running","events":4},` +
@@ -89,22 +94,22 @@ func TestDiffSummaryPaths(t *testing.T) {
 	base, variant := mustLoad(t, diffBaseline), mustLoad(t, diffChanged)
 	tests := []struct {
 		name             string
-		base, variant    *Trace
-		opts             []DiffOption
+		base, variant    *trace.Trace
+		opts             []Option
 		wantBase, wantV  string
 		wantJSONBasePath string
 	}{
 		{"loaded traces report their path", base, variant, nil, diffBaseline, diffChanged, `"path":"` + diffBaseline + `"`},
-		{"in-memory traces report null", &Trace{Manifest: base.Manifest, Events: base.Events}, variant, nil, "", diffChanged, `"path":null`},
+		{"in-memory traces report null", &trace.Trace{Manifest: base.Manifest, Events: base.Events}, variant, nil, "", diffChanged, `"path":null`},
 		{"display paths are normalized like pathlib", base, variant,
-			[]DiffOption{DisplayPaths("./tests//golden/diff_baseline.sftrace/", "/abs/./x.sftrace")},
+			[]Option{DisplayPaths("./tests//golden/diff_baseline.sftrace/", "/abs/./x.sftrace")},
 			"tests/golden/diff_baseline.sftrace", "/abs/x.sftrace", `"path":"tests/golden/diff_baseline.sftrace"`},
-		{"empty display path is in-memory", base, variant, []DiffOption{DisplayPaths("", "b.sftrace")}, "", "b.sftrace", `"path":null`},
+		{"empty display path is in-memory", base, variant, []Option{DisplayPaths("", "b.sftrace")}, "", "b.sftrace", `"path":null`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			d := Diff(tc.base, tc.variant, append(tc.opts, AlignPosition())...)
+			d := Runs(tc.base, tc.variant, append(tc.opts, AlignPosition())...)
 			if d.Base.Path != tc.wantBase || d.Variant.Path != tc.wantV {
 				t.Errorf("paths = %q, %q; want %q, %q", d.Base.Path, d.Variant.Path, tc.wantBase, tc.wantV)
 			}
@@ -149,17 +154,17 @@ func TestDiffRecorded1000(t *testing.T) {
 	t.Parallel()
 	base, variant := mustLoad(t, recorded), mustLoad(t, recordedEdit)
 	wantIdx := []int{1, 201, 401, 601, 801}
-	for _, opts := range [][]DiffOption{nil, {AlignPosition()}} {
-		d := Diff(base, variant, opts...)
+	for _, opts := range [][]Option{nil, {AlignPosition()}} {
+		d := Runs(base, variant, opts...)
 		if d.Changed != 5 || d.Added != 0 || d.Removed != 0 || d.Unchanged != 996 {
 			t.Fatalf("positional=%v: counts changed=%d added=%d removed=%d unchanged=%d, want 5/0/0/996",
 				d.Positional, d.Changed, d.Added, d.Removed, d.Unchanged)
 		}
 		var got []int
 		for _, s := range d.Steps {
-			if s.Kind == DiffChanged {
+			if s.Kind == Changed {
 				got = append(got, s.Index)
-				if s.Type != StepTool {
+				if s.Type != trace.StepTool {
 					t.Errorf("changed step %d is %s, want tool", s.Index, s.Type)
 				}
 				for _, c := range s.Changes {
@@ -175,7 +180,7 @@ func TestDiffRecorded1000(t *testing.T) {
 		if d.Divergence == nil || d.Divergence.Index != 1 || d.Divergence.Base.EventID != base.Events[3].ID {
 			t.Errorf("positional=%v: divergence %+v, want step 1 at %s", d.Positional, d.Divergence, base.Events[3].ID)
 		}
-		if self := Diff(base, base, opts...); !self.Equivalent() || self.Unchanged != 1001 {
+		if self := Runs(base, base, opts...); !self.Equivalent() || self.Unchanged != 1001 {
 			t.Errorf("positional=%v: self diff not equivalent: %s", d.Positional, self.Explain())
 		}
 	}
@@ -183,36 +188,36 @@ func TestDiffRecorded1000(t *testing.T) {
 
 // runBuilder starts a trace whose run id, event ids and timestamps depend on
 // tag, so that two runs of the same behavior differ in all of them.
-func runBuilder(tag string) *Builder {
-	b := NewBuilder("agent").RunID("run_" + tag).
+func runBuilder(tag string) *trace.Builder {
+	b := trace.NewBuilder("agent").RunID("run_" + tag).
 		IDs(func(n int) string { return fmt.Sprintf("evt_%s_%03d", tag, n) }).
 		Start(time.Date(2026, 1, 1+len(tag), 0, 0, 0, 0, time.UTC))
 	b.RunStart(map[string]any{"tag": tag}) // run_start input is not behavior
 	return b
 }
 
-type script func(b *Builder)
+type script func(b *trace.Builder)
 
 func tools(names ...string) script {
-	return func(b *Builder) {
+	return func(b *trace.Builder) {
 		for _, n := range names {
 			b.Tool(n, map[string]any{"q": n}, map[string]any{"r": n})
 		}
-		b.RunEnd(RunCompleted, nil)
+		b.RunEnd(trace.RunCompleted, nil)
 	}
 }
 
-func marker(m Marker) script { return func(b *Builder) { b.Add(MarkerEvent(m)) } }
+func marker(m trace.Marker) script { return func(b *trace.Builder) { b.Add(trace.MarkerEvent(m)) } }
 
 func seq(ss ...script) script {
-	return func(b *Builder) {
+	return func(b *trace.Builder) {
 		for _, s := range ss {
 			s(b)
 		}
 	}
 }
 
-func build(t testing.TB, tag string, s script) *Trace {
+func build(t testing.TB, tag string, s script) *trace.Trace {
 	t.Helper()
 	b := runBuilder(tag)
 	s(b)
@@ -226,9 +231,9 @@ func build(t testing.TB, tag string, s script) *Trace {
 // counts is changed/added/removed/unchanged.
 type counts [4]int
 
-func countsOf(d *RunDiff) counts { return counts{d.Changed, d.Added, d.Removed, d.Unchanged} }
+func countsOf(d *Result) counts { return counts{d.Changed, d.Added, d.Removed, d.Unchanged} }
 
-func changePaths(s *StepDiff) []string {
+func changePaths(s *Step) []string {
 	var ps []string
 	for _, c := range s.Changes {
 		ps = append(ps, c.Path)
@@ -239,44 +244,44 @@ func changePaths(s *StepDiff) []string {
 func TestDiffCases(t *testing.T) {
 	t.Parallel()
 	mixed := func(out any) script {
-		return func(b *Builder) {
+		return func(b *trace.Builder) {
 			b.Tool("search", map[string]any{"value": "x"}, out)
 			b.LLM("openai", "gpt-4o", map[string]any{"prompt": "hi"}, map[string]any{"text": "ok"})
 			b.State("draft", nil, "v1")
-			b.RunEnd(RunCompleted, map[string]any{"ok": true})
+			b.RunEnd(trace.RunCompleted, map[string]any{"ok": true})
 		}
 	}
 	input := func(in any) script {
-		return func(b *Builder) {
+		return func(b *trace.Builder) {
 			b.Tool("search", in, map[string]any{"value": 1})
-			b.RunEnd(RunCompleted, nil)
+			b.RunEnd(trace.RunCompleted, nil)
 		}
 	}
-	output := func(out Value) script {
-		return func(b *Builder) {
+	output := func(out trace.Value) script {
+		return func(b *trace.Builder) {
 			b.Tool("search", map[string]any{"q": 1}, out)
-			b.RunEnd(RunCompleted, nil)
+			b.RunEnd(trace.RunCompleted, nil)
 		}
 	}
-	failing := func(b *Builder) {
+	failing := func(b *trace.Builder) {
 		call := b.ToolCall("search", map[string]any{"q": 1})
 		b.ToolFailure(call, "Timeout", "timed out")
 		b.Fail("Timeout", "timed out")
 	}
 	decision := func(v string) script {
 		return seq(
-			marker(Marker{Key: MarkerNode, Name: "triage", Phase: PhaseEnter}),
-			marker(Marker{Key: MarkerDecision, Name: "route", Kind: KindDecision, Value: StringValue(v)}),
-			marker(Marker{Key: MarkerNode, Name: "triage", Phase: PhaseExit, Status: NodeStatusOK}),
+			marker(trace.Marker{Key: trace.MarkerNode, Name: "triage", Phase: trace.PhaseEnter}),
+			marker(trace.Marker{Key: trace.MarkerDecision, Name: "route", Kind: trace.KindDecision, Value: trace.StringValue(v)}),
+			marker(trace.Marker{Key: trace.MarkerNode, Name: "triage", Phase: trace.PhaseExit, Status: trace.NodeStatusOK}),
 			tools("reply"),
 		)
 	}
 	node := func(status, msg string) script {
-		return func(b *Builder) {
-			b.Add(MarkerEvent(Marker{Key: MarkerNode, Name: "write", Phase: PhaseEnter}))
+		return func(b *trace.Builder) {
+			b.Add(trace.MarkerEvent(trace.Marker{Key: trace.MarkerNode, Name: "write", Phase: trace.PhaseEnter}))
 			b.Tool("draft", "in", "out")
-			b.Add(MarkerEvent(Marker{Key: MarkerNode, Name: "write", Phase: PhaseExit, Status: status, Error: msg}))
-			b.RunEnd(RunCompleted, nil)
+			b.Add(trace.MarkerEvent(trace.Marker{Key: trace.MarkerNode, Name: "write", Phase: trace.PhaseExit, Status: status, Error: msg}))
+			b.RunEnd(trace.RunCompleted, nil)
 		}
 	}
 	tests := []struct {
@@ -294,13 +299,13 @@ func TestDiffCases(t *testing.T) {
 		{name: "changed input", base: input(map[string]any{"value": "a"}), variant: input(map[string]any{"value": "b"}),
 			lcs: counts{1, 0, 0, 1}, pos: counts{1, 0, 0, 1},
 			lcsPaths: []string{"input.value"}, posPaths: []string{"input.value"}},
-		{name: "1 and 1.0 differ", base: output(MustParse(`{"v":1}`)), variant: output(MustParse(`{"v":1.0}`)),
+		{name: "1 and 1.0 differ", base: output(trace.MustParse(`{"v":1}`)), variant: output(trace.MustParse(`{"v":1.0}`)),
 			lcs: counts{1, 0, 0, 1}, pos: counts{1, 0, 0, 1},
 			lcsPaths: []string{"output.v"}, posPaths: []string{"output.v"}},
-		{name: "key order does not matter", base: output(MustParse(`{"a":1,"b":[1,{"y":2,"x":1}]}`)),
-			variant: output(MustParse(`{"b":[1,{"x":1,"y":2}],"a":1}`)),
+		{name: "key order does not matter", base: output(trace.MustParse(`{"a":1,"b":[1,{"y":2,"x":1}]}`)),
+			variant: output(trace.MustParse(`{"b":[1,{"x":1,"y":2}],"a":1}`)),
 			lcs:     counts{0, 0, 0, 2}, pos: counts{0, 0, 0, 2}, lcsDiv: -1, posDiv: -1},
-		{name: "list grows", base: output(MustParse(`{"items":[1,2]}`)), variant: output(MustParse(`{"items":[1,2,3]}`)),
+		{name: "list grows", base: output(trace.MustParse(`{"items":[1,2]}`)), variant: output(trace.MustParse(`{"items":[1,2,3]}`)),
 			lcs: counts{1, 0, 0, 1}, pos: counts{1, 0, 0, 1},
 			lcsPaths: []string{"output.items[2]"}, posPaths: []string{"output.items[2]"}},
 		{name: "call order", base: tools("A", "B"), variant: tools("B", "A"),
@@ -319,7 +324,7 @@ func TestDiffCases(t *testing.T) {
 		{name: "decision changed", base: decision("refund"), variant: decision("escalate"),
 			lcs: counts{1, 0, 0, 3}, pos: counts{1, 0, 0, 4}, lcsDiv: 1, posDiv: 1,
 			lcsPaths: []string{"value"}, posPaths: []string{"after.value"}},
-		{name: "node failed", base: node(NodeStatusOK, ""), variant: node(NodeStatusFail, "boom"),
+		{name: "node failed", base: node(trace.NodeStatusOK, ""), variant: node(trace.NodeStatusFail, "boom"),
 			lcs: counts{1, 0, 0, 2}, pos: counts{1, 0, 0, 3}, lcsDiv: 0, posDiv: 2,
 			lcsPaths: []string{"error", "status"}, posPaths: []string{"after.error", "after.status"}},
 	}
@@ -328,12 +333,12 @@ func TestDiffCases(t *testing.T) {
 			t.Parallel()
 			base, variant := build(t, "base", tc.base), build(t, "variant", tc.variant)
 			for _, mode := range []struct {
-				opts  []DiffOption
+				opts  []Option
 				want  counts
 				div   int
 				paths []string
-			}{{nil, tc.lcs, tc.lcsDiv, tc.lcsPaths}, {[]DiffOption{AlignPosition()}, tc.pos, tc.posDiv, tc.posPaths}} {
-				d := Diff(base, variant, mode.opts...)
+			}{{nil, tc.lcs, tc.lcsDiv, tc.lcsPaths}, {[]Option{AlignPosition()}, tc.pos, tc.posDiv, tc.posPaths}} {
+				d := Runs(base, variant, mode.opts...)
 				if got := countsOf(d); got != mode.want {
 					t.Errorf("positional=%v: changed/added/removed/unchanged = %v, want %v\n%s", d.Positional, got, mode.want, d)
 				}
@@ -359,32 +364,32 @@ func TestDiffCases(t *testing.T) {
 
 func TestDiffErrorVersusSuccessRunStep(t *testing.T) {
 	t.Parallel()
-	base := build(t, "base", func(b *Builder) {
+	base := build(t, "base", func(b *trace.Builder) {
 		b.Tool("search", map[string]any{"q": 1}, map[string]any{"value": 1})
-		b.RunEnd(RunCompleted, nil)
+		b.RunEnd(trace.RunCompleted, nil)
 	})
-	variant := build(t, "variant", func(b *Builder) {
+	variant := build(t, "variant", func(b *trace.Builder) {
 		call := b.ToolCall("search", map[string]any{"q": 1})
 		b.ToolFailure(call, "Timeout", "timed out")
 		b.Fail("Timeout", "timed out")
 	})
-	for _, opts := range [][]DiffOption{nil, {AlignPosition()}} {
-		d := Diff(base, variant, opts...)
+	for _, opts := range [][]Option{nil, {AlignPosition()}} {
+		d := Runs(base, variant, opts...)
 		last := d.Steps[len(d.Steps)-1]
-		want := []FieldChange{{"run_status", DiffChanged, StringValue("completed"), StringValue("failed")}}
-		if last.Type != StepRun || !slices.Equal(last.Changes, want) {
+		want := []Change{{"run_status", Changed, trace.StringValue("completed"), trace.StringValue("failed")}}
+		if last.Type != trace.StepRun || !slices.Equal(last.Changes, want) {
 			t.Errorf("positional=%v: last step %s %v, want run with %v", d.Positional, last.Type, last.Changes, want)
 		}
 		tool := d.Steps[0]
 		st := tool.Changes[len(tool.Changes)-1]
-		if st != (FieldChange{"status", DiffChanged, StringValue("ok"), StringValue("error")}) {
+		if st != (Change{"status", Changed, trace.StringValue("ok"), trace.StringValue("error")}) {
 			t.Errorf("positional=%v: tool status change %v", d.Positional, st)
 		}
-		if d.Base.Terminal() != RunCompleted || d.Variant.Terminal() != RunFailed || d.Variant.Status != RunFailed {
+		if d.Base.Terminal() != trace.RunCompleted || d.Variant.Terminal() != trace.RunFailed || d.Variant.Status != trace.RunFailed {
 			t.Errorf("terminal statuses %s/%s", d.Base.Terminal(), d.Variant.Terminal())
 		}
 		for _, s := range d.Steps[1:3] {
-			if s.Kind != DiffAdded || s.Type != StepError || s.Label != "Timeout" || len(s.Fields) != 0 {
+			if s.Kind != Added || s.Type != trace.StepError || s.Label != "Timeout" || len(s.Fields) != 0 {
 				t.Errorf("positional=%v: step %d = %s %s %s fields %v, want added error Timeout", d.Positional, s.Index, s.Kind, s.Type, s.Label, s.Fields)
 			}
 		}
@@ -394,18 +399,18 @@ func TestDiffErrorVersusSuccessRunStep(t *testing.T) {
 func TestDiffNativeStepsHideMarkers(t *testing.T) {
 	t.Parallel()
 	tr := build(t, "m", seq(
-		marker(Marker{Key: MarkerNode, Name: "plan", Phase: PhaseEnter}),
-		marker(Marker{Key: MarkerParam, Name: "max_results", Value: IntValue(5)}),
-		marker(Marker{Key: MarkerNow, Value: StringValue("2026-01-01T00:00:00Z")}),
-		marker(Marker{Key: MarkerID, Value: StringValue("abc")}),
-		marker(Marker{Key: MarkerDecision, Name: "approve", Kind: KindApproval, Value: TrueValue}),
-		func(b *Builder) { b.State("draft", nil, "x") },
-		marker(Marker{Key: MarkerNode, Name: "plan", Phase: PhaseExit, Status: NodeStatusOK}),
-		marker(Marker{Key: MarkerNode, Name: "orphan", Phase: PhaseExit, Status: NodeStatusOK}),
+		marker(trace.Marker{Key: trace.MarkerNode, Name: "plan", Phase: trace.PhaseEnter}),
+		marker(trace.Marker{Key: trace.MarkerParam, Name: "max_results", Value: trace.IntValue(5)}),
+		marker(trace.Marker{Key: trace.MarkerNow, Value: trace.StringValue("2026-01-01T00:00:00Z")}),
+		marker(trace.Marker{Key: trace.MarkerID, Value: trace.StringValue("abc")}),
+		marker(trace.Marker{Key: trace.MarkerDecision, Name: "approve", Kind: trace.KindApproval, Value: trace.TrueValue}),
+		func(b *trace.Builder) { b.State("draft", nil, "x") },
+		marker(trace.Marker{Key: trace.MarkerNode, Name: "plan", Phase: trace.PhaseExit, Status: trace.NodeStatusOK}),
+		marker(trace.Marker{Key: trace.MarkerNode, Name: "orphan", Phase: trace.PhaseExit, Status: trace.NodeStatusOK}),
 		tools(),
 	))
 	var got []string
-	for _, s := range extractBehavior(tr, true) {
+	for _, s := range behavior(tr, false) {
 		got = append(got, string(s.Type)+":"+s.Label+" "+s.Payload.Canonical())
 	}
 	want := []string{
@@ -420,7 +425,7 @@ func TestDiffNativeStepsHideMarkers(t *testing.T) {
 		t.Errorf("native steps:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	var labels []string
-	for _, s := range extractBehavior(tr, false) {
+	for _, s := range behavior(tr, true) {
 		labels = append(labels, string(s.Type)+":"+s.Label)
 	}
 	wantPy := []string{"state:@node", "state:@param", "state:@now", "state:@id", "state:@decision", "state:draft", "state:@node", "state:@node", "run:run"}
@@ -431,33 +436,33 @@ func TestDiffNativeStepsHideMarkers(t *testing.T) {
 
 func TestDiffPairing(t *testing.T) {
 	t.Parallel()
-	ev := func(id, parent string, typ EventType, f func(e *Event)) Event {
-		e := Event{ID: id, ParentID: parent, Type: typ, Status: StatusOK, ReplayPolicy: PolicyFrozen}
+	ev := func(id, parent string, typ trace.EventType, f func(e *trace.Event)) trace.Event {
+		e := trace.Event{ID: id, ParentID: parent, Type: typ, Status: trace.StatusOK, ReplayPolicy: trace.PolicyFrozen}
 		f(&e)
 		return e
 	}
-	b := NewBuilder("legacy")
+	b := trace.NewBuilder("legacy")
 	b.RunStart(nil)
-	for _, e := range []Event{
-		ev("c1", "", ToolCall, func(e *Event) { e.Name, e.Input = "t", IntValue(1) }),
-		ev("c2", "", ToolCall, func(e *Event) { e.Name, e.Input = "u", IntValue(2) }),
-		ev("r1", "", ToolResult, func(e *Event) { e.Name, e.Output = "t", StringValue("one") }),
-		ev("r2", "", ToolResult, func(e *Event) { e.Name, e.Output = "u", StringValue("two") }),
-		ev("c3", "", ToolCall, func(e *Event) { e.Name, e.Input = "t", IntValue(3) }), // no result: skipped
-		ev("c4", "", ToolCall, func(e *Event) { e.Name, e.Input = "t", IntValue(4) }),
-		ev("r4", "c4", ToolResult, func(e *Event) { e.Name, e.Output, e.Status = "t", StringValue("four"), StatusError }),
-		ev("x4", "r4", ErrorEvent, func(e *Event) {
-			e.ErrorType, e.Message, e.Status = "Boom", "api_key=sk-abcdefghijklmnopqrstuvwx", StatusError
+	for _, e := range []trace.Event{
+		ev("c1", "", trace.ToolCall, func(e *trace.Event) { e.Name, e.Input = "t", trace.IntValue(1) }),
+		ev("c2", "", trace.ToolCall, func(e *trace.Event) { e.Name, e.Input = "u", trace.IntValue(2) }),
+		ev("r1", "", trace.ToolResult, func(e *trace.Event) { e.Name, e.Output = "t", trace.StringValue("one") }),
+		ev("r2", "", trace.ToolResult, func(e *trace.Event) { e.Name, e.Output = "u", trace.StringValue("two") }),
+		ev("c3", "", trace.ToolCall, func(e *trace.Event) { e.Name, e.Input = "t", trace.IntValue(3) }), // no result: skipped
+		ev("c4", "", trace.ToolCall, func(e *trace.Event) { e.Name, e.Input = "t", trace.IntValue(4) }),
+		ev("r4", "c4", trace.ToolResult, func(e *trace.Event) { e.Name, e.Output, e.Status = "t", trace.StringValue("four"), trace.StatusError }),
+		ev("x4", "r4", trace.ErrorEvent, func(e *trace.Event) {
+			e.ErrorType, e.Message, e.Status = "Boom", "api_key=sk-abcdefghijklmnopqrstuvwx", trace.StatusError
 		}),
-		ev("q1", "", LLMRequest, func(e *Event) { e.Provider, e.Model, e.Input = "p", "m", StringValue("hi") }),
-		ev("e1", "q1", ErrorEvent, func(e *Event) { e.ErrorType, e.Message, e.Status = "RateLimit", "slow down", StatusError }),
-		ev("q2", "", LLMRequest, func(e *Event) { e.Model, e.Input = "m", StringValue("again") }),
+		ev("q1", "", trace.LLMRequest, func(e *trace.Event) { e.Provider, e.Model, e.Input = "p", "m", trace.StringValue("hi") }),
+		ev("e1", "q1", trace.ErrorEvent, func(e *trace.Event) { e.ErrorType, e.Message, e.Status = "RateLimit", "slow down", trace.StatusError }),
+		ev("q2", "", trace.LLMRequest, func(e *trace.Event) { e.Model, e.Input = "m", trace.StringValue("again") }),
 	} {
 		b.Add(e)
 	}
 	tr := b.MustTrace()
 	var got []string
-	for _, s := range extractBehavior(tr, true) {
+	for _, s := range behavior(tr, false) {
 		got = append(got, fmt.Sprintf("%s:%s %s %s", s.Type, s.Label, s.ResultID, s.Payload.Canonical()))
 	}
 	want := []string{
@@ -478,15 +483,15 @@ func TestDiffPairing(t *testing.T) {
 func TestDiffRedactsPayloads(t *testing.T) {
 	t.Parallel()
 	const secret = "sk-live-0123456789abcdefghijkl"
-	mk := func(tag, v string) *Trace {
-		return build(t, tag, func(b *Builder) {
+	mk := func(tag, v string) *trace.Trace {
+		return build(t, tag, func(b *trace.Builder) {
 			b.Tool("login", map[string]any{"api_key": secret, "user": v}, map[string]any{"token": "Bearer " + secret})
-			b.RunEnd(RunCompleted, nil)
+			b.RunEnd(trace.RunCompleted, nil)
 		})
 	}
 	base, variant := mk("a", "ann"), mk("b", "bob")
 	// Builder does not redact (Save does): the diff must.
-	for _, d := range []*RunDiff{Diff(base, variant), Diff(base, variant, AlignPosition())} {
+	for _, d := range []*Result{Runs(base, variant), Runs(base, variant, AlignPosition())} {
 		for name, out := range map[string]string{"JSON": string(d.JSON()), "Explain": d.Explain(), "StepforkText": d.StepforkText()} {
 			if strings.Contains(out, secret) {
 				t.Errorf("positional=%v: %s leaks the secret:\n%s", d.Positional, name, out)
@@ -500,40 +505,40 @@ func TestDiffRedactsPayloads(t *testing.T) {
 
 func TestDiffStateTokensCost(t *testing.T) {
 	t.Parallel()
-	usage := func(tr *Trace, tokens int64, cost float64) {
+	usage := func(tr *trace.Trace, tokens int64, cost float64) {
 		for i := range tr.Events {
-			if tr.Events[i].Type == LLMResponse {
+			if tr.Events[i].Type == trace.LLMResponse {
 				tr.Events[i].TotalTokens, tr.Events[i].CostUSD = &tokens, &cost
 			}
 		}
 	}
-	base := build(t, "a", func(b *Builder) {
+	base := build(t, "a", func(b *trace.Builder) {
 		b.State("draft", nil, "abc")
 		b.State("tmp", nil, 2)
 		b.State("gone", nil, 1)
-		b.Add(Event{Type: StateChange, Key: "gone", Before: IntValue(1)}) // absent after: deleted
+		b.Add(trace.Event{Type: trace.StateChange, Key: "gone", Before: trace.IntValue(1)}) // absent after: deleted
 		b.LLM("", "m", "q", "a")
-		b.RunEnd(RunCompleted, nil)
+		b.RunEnd(trace.RunCompleted, nil)
 	})
-	variant := build(t, "b", func(b *Builder) {
+	variant := build(t, "b", func(b *trace.Builder) {
 		b.State("draft", nil, "abcd")
 		b.State("new", nil, map[string]any{"a": 1})
-		b.Add(MarkerEvent(Marker{Key: MarkerParam, Name: "k", Value: IntValue(1)}))
+		b.Add(trace.MarkerEvent(trace.Marker{Key: trace.MarkerParam, Name: "k", Value: trace.IntValue(1)}))
 		b.LLM("", "m", "q", "a")
-		b.RunEnd(RunCompleted, nil)
+		b.RunEnd(trace.RunCompleted, nil)
 	})
 	usage(base, 100, 0.25)
 	pt, ct := int64(70), int64(50)
 	for i := range variant.Events {
-		if variant.Events[i].Type == LLMResponse {
+		if variant.Events[i].Type == trace.LLMResponse {
 			variant.Events[i].PromptTokens, variant.Events[i].CompletionTokens = &pt, &ct
 		}
 	}
-	d := Diff(base, variant)
+	d := Runs(base, variant)
 	want := []StateDelta{
-		{"draft", DiffChanged, StringValue("abc"), StringValue("abcd"), 1},
-		{"new", DiffAdded, Value{}, MustParse(`{"a":1}`), 7},
-		{"tmp", DiffRemoved, IntValue(2), Value{}, -1},
+		{"draft", Changed, trace.StringValue("abc"), trace.StringValue("abcd"), 1},
+		{"new", Added, trace.Value{}, trace.MustParse(`{"a":1}`), 7},
+		{"tmp", Removed, trace.IntValue(2), trace.Value{}, -1},
 	}
 	if !slices.Equal(d.State, want) {
 		t.Errorf("state deltas %v, want %v", d.State, want)
@@ -560,13 +565,13 @@ func TestDiffStateTokensCost(t *testing.T) {
 
 func TestDiffExplain(t *testing.T) {
 	t.Parallel()
-	base := build(t, "a", func(b *Builder) {
+	base := build(t, "a", func(b *trace.Builder) {
 		b.Tool("search", map[string]any{"to": "LIS"}, map[string]any{"price": 320})
 		b.Tool("book", map[string]any{"id": 1}, map[string]any{"ok": true})
 		b.State("draft", nil, "hi")
-		b.RunEnd(RunCompleted, nil)
+		b.RunEnd(trace.RunCompleted, nil)
 	})
-	variant := build(t, "b", func(b *Builder) {
+	variant := build(t, "b", func(b *trace.Builder) {
 		b.Tool("search", map[string]any{"to": "LIS"}, map[string]any{"price": 450})
 		b.Tool("book", map[string]any{"id": 1}, map[string]any{"ok": true})
 		b.State("draft", nil, "hi!")
@@ -591,34 +596,34 @@ func TestDiffExplain(t *testing.T) {
                 actual:   "failed"
   state     ~draft (+1B)
 `
-	d := Diff(base, variant)
+	d := Runs(base, variant)
 	if got := d.Explain(); got != want {
 		t.Errorf("Explain:\n%s\nwant:\n%s", got, want)
 	}
 	if d.String() != d.Explain() {
-		t.Error("String differs from Explain")
+		t.Error("trace.String differs from Explain")
 	}
 	if dv := d.Divergence; dv.Base.EventID != "evt_a_002" || dv.Variant.EventID != "evt_b_002" || dv.BaseIndex != 0 || dv.VariantIndex != 0 {
 		t.Errorf("divergence %+v", dv)
 	}
 
 	// The caret sits under the diverging token; equivalent runs say so.
-	d = Diff(base, build(t, "c", func(b *Builder) {
+	d = Runs(base, build(t, "c", func(b *trace.Builder) {
 		b.Tool("search", map[string]any{"to": "LIS"}, map[string]any{"price": 320})
 		b.Tool("cancel", map[string]any{"id": 1}, map[string]any{"ok": true})
 		b.Tool("book", map[string]any{"id": 1}, map[string]any{"ok": true})
 		b.State("draft", nil, "hi")
-		b.RunEnd(RunCompleted, nil)
+		b.RunEnd(trace.RunCompleted, nil)
 	}))
 	lines := strings.Split(d.Explain(), "\n")
 	if lines[2] != "  path      tool:search → +tool:cancel → tool:book → state:draft → run" ||
 		lines[3] != strings.Repeat(" ", 12+utf8.RuneCountInString("tool:search → "))+"^ diverged here" {
 		t.Errorf("path lines:\n%s\n%s", lines[2], lines[3])
 	}
-	if dv := d.Divergence; dv.Kind != DiffAdded || dv.Base != nil || dv.BaseIndex != 1 || dv.VariantIndex != 1 {
+	if dv := d.Divergence; dv.Kind != Added || dv.Base != nil || dv.BaseIndex != 1 || dv.VariantIndex != 1 {
 		t.Errorf("divergence %+v, want added at base index 1", dv)
 	}
-	eq := Diff(base, base).Explain()
+	eq := Runs(base, base).Explain()
 	if eq != "behavior equivalent: 4 steps unchanged (LCS)\n  status    completed\n  path      tool:search → tool:book → state:draft → run\n" {
 		t.Errorf("equivalent Explain:\n%s", eq)
 	}
@@ -626,8 +631,8 @@ func TestDiffExplain(t *testing.T) {
 
 func TestDiffExplainLongRunsStayShort(t *testing.T) {
 	t.Parallel()
-	mk := func(tag string, changed map[int]bool) *Trace {
-		return build(t, tag, func(b *Builder) {
+	mk := func(tag string, changed map[int]bool) *trace.Trace {
+		return build(t, tag, func(b *trace.Builder) {
 			for i := range 200 {
 				out := map[string]any{"i": i}
 				if changed[i] {
@@ -635,14 +640,14 @@ func TestDiffExplainLongRunsStayShort(t *testing.T) {
 				}
 				b.Tool("t", map[string]any{"i": i}, out)
 			}
-			b.RunEnd(RunCompleted, nil)
+			b.RunEnd(trace.RunCompleted, nil)
 		})
 	}
 	many := map[int]bool{}
 	for i := 50; i < 70; i++ {
 		many[i] = true
 	}
-	text := Diff(mk("a", nil), mk("b", many)).Explain()
+	text := Runs(mk("a", nil), mk("b", many)).Explain()
 	if n := strings.Count(text, "\n"); n > 60 {
 		t.Errorf("Explain of 20 changed steps has %d lines:\n%s", n, text)
 	}
@@ -657,12 +662,12 @@ func TestStepforkTextShapes(t *testing.T) {
 	t.Parallel()
 	base := build(t, "a", tools("A"))
 	long := strings.Repeat("é", 200)
-	variant := build(t, "b", func(b *Builder) {
+	variant := build(t, "b", func(b *trace.Builder) {
 		b.Tool("A", map[string]any{"q": "A"}, map[string]any{"r": "A", "x": []any{1, map[string]any{"b": 1.5, "a": long}}})
 		b.Tool("B", map[string]any{"q": "B"}, map[string]any{"r": "B"})
 		b.Tool("C", map[string]any{"q": "C"}, map[string]any{"r": "C"})
 	})
-	got := Diff(base, variant, AlignPosition()).StepforkText()
+	got := Runs(base, variant, AlignPosition()).StepforkText()
 	want := `Stepfork Behavioral Diff
 
 Baseline:  (in-memory trace)
@@ -702,30 +707,30 @@ Result: BEHAVIOR CHANGED
 	if got != want {
 		t.Errorf("StepforkText:\n%s\nwant:\n%s", got, want)
 	}
-	if rev := Diff(variant, base, AlignPosition()).StepforkText(); !strings.Contains(rev, "\n- tool: C (removed)\nSteps: 3 total (2 changed, 0 added, 1 removed, 0 unchanged)\n") {
+	if rev := Runs(variant, base, AlignPosition()).StepforkText(); !strings.Contains(rev, "\n- tool: C (removed)\nSteps: 3 total (2 changed, 0 added, 1 removed, 0 unchanged)\n") {
 		t.Errorf("reverse StepforkText:\n%s", rev)
 	}
-	eq := Diff(base, base, AlignPosition()).StepforkText()
+	eq := Runs(base, base, AlignPosition()).StepforkText()
 	if !strings.HasSuffix(eq, "tool: A\n  unchanged\nrun: run\n  unchanged\nSteps: 2 total (all unchanged)\n\nResult: BEHAVIOR EQUIVALENT\n") {
 		t.Errorf("equivalent text:\n%s", eq)
 	}
-	if got := pythonDumps(MustParse(`{"a":[1,2.5,"x, y: z"],"b":{"c":null}}`)); got != `{"a": [1, 2.5, "x, y: z"], "b": {"c": null}}` {
+	if got := pythonDumps(trace.MustParse(`{"a":[1,2.5,"x, y: z"],"b":{"c":null}}`)); got != `{"a": [1, 2.5, "x, y: z"], "b": {"c": null}}` {
 		t.Errorf("pythonDumps = %s", got)
 	}
 }
 
 func TestDiffNilAndEmpty(t *testing.T) {
 	t.Parallel()
-	d := Diff(nil, nil)
+	d := Runs(nil, nil)
 	if !d.Equivalent() || len(d.Steps) != 0 || d.Divergence != nil {
-		t.Errorf("Diff(nil, nil) = %+v", d)
+		t.Errorf("Runs(nil, nil) = %+v", d)
 	}
 	if !strings.Contains(d.Explain(), "(no steps)") {
 		t.Errorf("Explain: %s", d.Explain())
 	}
-	d = Diff(nil, build(t, "x", tools("A")), AlignPosition())
+	d = Runs(nil, build(t, "x", tools("A")), AlignPosition())
 	if d.Added != 2 || d.Divergence.Index != 0 || d.Divergence.Variant == nil {
-		t.Errorf("Diff(nil, run) = %s", d)
+		t.Errorf("Runs(nil, run) = %s", d)
 	}
 	if got := string(d.JSON()); !strings.HasPrefix(got, `{"equivalent":false,"baseline":{"path":null,"agent_name":"","run_id":"","status":"","events":0}`) {
 		t.Errorf("JSON: %s", got)
@@ -752,7 +757,7 @@ func TestFirstDifference(t *testing.T) {
 		{`null`, `null`, "", "", "", false},
 	}
 	for _, tc := range tests {
-		p, e, a, ok := FirstDifference(MustParse(tc.exp), MustParse(tc.act))
+		p, e, a, ok := FirstDifference(trace.MustParse(tc.exp), trace.MustParse(tc.act))
 		if p != tc.path || e.Canonical() != tc.e || a.Canonical() != tc.a || ok != tc.differ {
 			t.Errorf("FirstDifference(%s, %s) = %q, %s, %s, %v; want %q, %q, %q, %v", tc.exp, tc.act, p, e, a, ok, tc.path, tc.e, tc.a, tc.differ)
 		}
@@ -775,7 +780,7 @@ func TestCollectFieldChanges(t *testing.T) {
 	}
 	for _, tc := range tests {
 		var got []string
-		for _, c := range collectFieldChanges(MustParse(tc.exp), MustParse(tc.act), "x", nil) {
+		for _, c := range collectFieldChanges(trace.MustParse(tc.exp), trace.MustParse(tc.act), "x", nil) {
 			got = append(got, fmt.Sprintf("%s %s %s %s", c.Path, c.Kind, c.Expected, c.Actual))
 		}
 		if !slices.Equal(got, tc.want) {
@@ -793,7 +798,7 @@ type toolSite struct {
 	native, stepf int
 }
 
-func randomRun(t testing.TB, r *rand.Rand, tag string) (*Trace, []toolSite) {
+func randomRun(t testing.TB, r *rand.Rand, tag string) (*trace.Trace, []toolSite) {
 	t.Helper()
 	b := runBuilder(tag)
 	var sites []toolSite
@@ -836,18 +841,18 @@ func randomRun(t testing.TB, r *rand.Rand, tag string) (*Trace, []toolSite) {
 			native += 2
 			stepf += 2
 		case 6:
-			b.Add(MarkerEvent(Marker{Key: MarkerDecision, Name: "route", Kind: KindDecision, Value: MustValueOf(value())}))
+			b.Add(trace.MarkerEvent(trace.Marker{Key: trace.MarkerDecision, Name: "route", Kind: trace.KindDecision, Value: trace.MustValueOf(value())}))
 			native++
 			stepf++
 		case 7:
-			b.Add(MarkerEvent(Marker{Key: MarkerNode, Name: "n", Phase: PhaseEnter}))
+			b.Add(trace.MarkerEvent(trace.Marker{Key: trace.MarkerNode, Name: "n", Phase: trace.PhaseEnter}))
 			b.Tool("inner", value(), value())
-			b.Add(MarkerEvent(Marker{Key: MarkerNode, Name: "n", Phase: PhaseExit, Status: NodeStatusOK}))
+			b.Add(trace.MarkerEvent(trace.Marker{Key: trace.MarkerNode, Name: "n", Phase: trace.PhaseExit, Status: trace.NodeStatusOK}))
 			native += 2
 			stepf += 3
 		}
 	}
-	b.RunEnd(RunCompleted, value())
+	b.RunEnd(trace.RunCompleted, value())
 	tr, err := b.Trace()
 	if err != nil {
 		t.Fatal(err)
@@ -857,7 +862,7 @@ func randomRun(t testing.TB, r *rand.Rand, tag string) (*Trace, []toolSite) {
 
 // relabel returns a copy of tr as another run of the same behavior: new run
 // id, event ids and timestamps.
-func relabel(tr *Trace) *Trace {
+func relabel(tr *trace.Trace) *trace.Trace {
 	c := tr.Clone()
 	c.RunID = "run_other"
 	ids := map[string]string{}
@@ -880,11 +885,11 @@ func TestDiffProperties(t *testing.T) {
 	for seed := range uint64(300) {
 		r := rand.New(rand.NewPCG(seed, 7))
 		tr, sites := randomRun(t, r, "p")
-		for _, opts := range [][]DiffOption{nil, {AlignPosition()}} {
-			if d := Diff(tr, tr, opts...); !d.Equivalent() || d.Unchanged != len(d.Steps) || d.Divergence != nil {
-				t.Fatalf("seed %d: Diff(t, t) not equivalent:\n%s", seed, d)
+		for _, opts := range [][]Option{nil, {AlignPosition()}} {
+			if d := Runs(tr, tr, opts...); !d.Equivalent() || d.Unchanged != len(d.Steps) || d.Divergence != nil {
+				t.Fatalf("seed %d: Runs(t, t) not equivalent:\n%s", seed, d)
 			}
-			if d := Diff(tr, relabel(tr), opts...); !d.Equivalent() {
+			if d := Runs(tr, relabel(tr), opts...); !d.Equivalent() {
 				t.Fatalf("seed %d: relabeled run not equivalent:\n%s", seed, d)
 			}
 		}
@@ -894,15 +899,15 @@ func TestDiffProperties(t *testing.T) {
 		site := sites[r.IntN(len(sites))]
 		changed := tr.Clone()
 		ev, _ := changed.Event(site.resultID)
-		ev.Output = MustValueOf(map[string]any{"changed": seed})
+		ev.Output = trace.MustValueOf(map[string]any{"changed": seed})
 		ev.SetHashes()
 		for _, mode := range []struct {
-			opts []DiffOption
+			opts []Option
 			k    int
-		}{{nil, site.native}, {[]DiffOption{AlignPosition()}, site.stepf}} {
-			d := Diff(tr, changed, mode.opts...)
+		}{{nil, site.native}, {[]Option{AlignPosition()}, site.stepf}} {
+			d := Runs(tr, changed, mode.opts...)
 			dv := d.Divergence
-			if dv == nil || dv.Index != mode.k || dv.Kind != DiffChanged || dv.BaseIndex != mode.k || dv.VariantIndex != mode.k ||
+			if dv == nil || dv.Index != mode.k || dv.Kind != Changed || dv.BaseIndex != mode.k || dv.VariantIndex != mode.k ||
 				dv.Base.ResultID != site.resultID || dv.Variant.ResultID != site.resultID {
 				t.Fatalf("seed %d positional=%v: divergence %+v, want changed at %d (%s)\n%s", seed, d.Positional, dv, mode.k, site.resultID, d)
 			}
@@ -945,6 +950,18 @@ func checkAlignment(t *testing.T, pairs []stepPair, nb, nv int) {
 	}
 }
 
+// TestAlignLCSExpensiveStaysValid reverses a long run of shared steps: D is far
+// beyond the search bound, and the alignment must still be valid.
+func TestAlignLCSExpensiveStaysValid(t *testing.T) {
+	t.Parallel()
+	bs, vs := make([]trace.BehaviorStep, 3000), make([]trace.BehaviorStep, 3000)
+	for i := range bs {
+		bs[i] = trace.BehaviorStep{Type: trace.StepTool, Label: "t", Payload: trace.IntValue(int64(i))}
+		vs[len(vs)-1-i] = bs[i]
+	}
+	checkAlignment(t, alignLCS(bs, vs), len(bs), len(vs))
+}
+
 // lcsLength is the textbook table, for checking small cases only.
 func lcsLength(a, b []int32) int {
 	t := make([][]int, len(a)+1)
@@ -963,68 +980,14 @@ func lcsLength(a, b []int32) int {
 	return t[0][0]
 }
 
-func TestLCSIsLongest(t *testing.T) {
-	t.Parallel()
-	r := rand.New(rand.NewPCG(1, 2))
-	for n := range 2000 {
-		alpha := 1 + r.IntN(6)
-		a, b := make([]int32, r.IntN(30)), make([]int32, r.IntN(30))
-		for i := range a {
-			a[i] = int32(r.IntN(alpha))
-		}
-		for i := range b {
-			b[i] = int32(r.IntN(alpha + 2))
-		}
-		var got [][2]int
-		lcs(a, b, alpha+2, 0, func(i, j int) { got = append(got, [2]int{i, j}) })
-		for k, p := range got {
-			if a[p[0]] != b[p[1]] || (k > 0 && (p[0] <= got[k-1][0] || p[1] <= got[k-1][1])) {
-				t.Fatalf("case %d: invalid match %v in %v (a=%v b=%v)", n, p, got, a, b)
-			}
-		}
-		if want := lcsLength(a, b); len(got) != want {
-			t.Fatalf("case %d: LCS length %d, want %d (a=%v b=%v)", n, len(got), want, a, b)
-		}
-	}
-}
-
-// TestLCSExpensiveStaysValid reverses a long run of shared steps: D is far
-// beyond the search bound, and the alignment must still be valid.
-func TestLCSExpensiveStaysValid(t *testing.T) {
-	t.Parallel()
-	const n = 6000
-	a, b := make([]int32, n), make([]int32, n)
-	for i := range n {
-		a[i], b[n-1-i] = int32(i), int32(i)
-	}
-	last := [2]int{-1, -1}
-	count := 0
-	lcs(a, b, n, 0, func(i, j int) {
-		if a[i] != b[j] || i <= last[0] || j <= last[1] {
-			t.Fatalf("invalid match (%d, %d) after %v", i, j, last)
-		}
-		last = [2]int{i, j}
-		count++
-	})
-	if count < 1 {
-		t.Errorf("no match found")
-	}
-	bs, vs := make([]BehaviorStep, 3000), make([]BehaviorStep, 3000)
-	for i := range bs {
-		bs[i] = BehaviorStep{Type: StepTool, Label: "t", Payload: IntValue(int64(i))}
-		vs[len(vs)-1-i] = bs[i]
-	}
-	checkAlignment(t, alignLCS(bs, vs), len(bs), len(vs))
-}
-
 func TestAlignLCSRandomIsValid(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(3, 4))
 	labels := []string{"a", "b", "c"}
-	mk := func(n int) []BehaviorStep {
-		s := make([]BehaviorStep, n)
+	mk := func(n int) []trace.BehaviorStep {
+		s := make([]trace.BehaviorStep, n)
 		for i := range s {
-			s[i] = BehaviorStep{Index: i, Type: StepTool, Label: labels[r.IntN(3)], Payload: IntValue(int64(r.IntN(3)))}
+			s[i] = trace.BehaviorStep{Index: i, Type: trace.StepTool, Label: labels[r.IntN(3)], Payload: trace.IntValue(int64(r.IntN(3)))}
 		}
 		return s
 	}
@@ -1038,7 +1001,7 @@ func TestAlignLCSRandomIsValid(t *testing.T) {
 				same++
 			}
 		}
-		ex := func(s []BehaviorStep) []int32 {
+		ex := func(s []trace.BehaviorStep) []int32 {
 			out := make([]int32, len(s))
 			for i := range s {
 				out[i] = int32(labelIndex(s[i].Label)*3) + int32(must(s[i].Payload.Int()))
@@ -1062,7 +1025,7 @@ func must(i int64, ok bool) int64 {
 
 // sameDiff fails unless got is the same diff as want: the same JSON bytes,
 // the same texts, and equal field by field.
-func sameDiff(t *testing.T, name string, want, got *RunDiff) {
+func sameDiff(t *testing.T, name string, want, got *Result) {
 	t.Helper()
 	if w, g := string(want.JSON()), string(got.JSON()); w != g {
 		t.Fatalf("%s: JSON differs:\nwant %s\ngot  %s", name, w, g)
@@ -1074,7 +1037,7 @@ func sameDiff(t *testing.T, name string, want, got *RunDiff) {
 		t.Fatalf("%s: Explain differs:\nwant %s\ngot  %s", name, w, g)
 	}
 	if d := cmp.Diff(want, got); d != "" {
-		t.Fatalf("%s: RunDiff differs (-want +got):\n%s", name, d)
+		t.Fatalf("%s: Result differs (-want +got):\n%s", name, d)
 	}
 }
 
@@ -1082,12 +1045,12 @@ func sameDiff(t *testing.T, name string, want, got *RunDiff) {
 // alignments, with and without display paths.
 var diffModes = []struct {
 	name string
-	opts []DiffOption
+	opts []Option
 }{
 	{"lcs", nil},
-	{"positional", []DiffOption{AlignPosition()}},
-	{"lcs/paths", []DiffOption{DisplayPaths("./a//base.sftrace/", "variant.sftrace")}},
-	{"positional/paths", []DiffOption{AlignPosition(), DisplayPaths("base", "")}},
+	{"positional", []Option{AlignPosition()}},
+	{"lcs/paths", []Option{DisplayPaths("./a//base.sftrace/", "variant.sftrace")}},
+	{"positional/paths", []Option{AlignPosition(), DisplayPaths("base", "")}},
 }
 
 // TestDiffBaseMatchesDiff checks that a prepared base gives what Diff gives,
@@ -1096,7 +1059,7 @@ var diffModes = []struct {
 // against changed copies and against other random runs, and empty runs.
 func TestDiffBaseMatchesDiff(t *testing.T) {
 	t.Parallel()
-	var golden []*Trace
+	var golden []*trace.Trace
 	paths, err := filepath.Glob(filepath.Join(vectorDir, "stepfork", "*.sftrace"))
 	if err != nil || len(paths) < 7 {
 		t.Fatalf("golden bundles: %v, %v", paths, err)
@@ -1106,12 +1069,12 @@ func TestDiffBaseMatchesDiff(t *testing.T) {
 	}
 	type group struct {
 		name     string
-		base     *Trace
-		variants []*Trace
+		base     *trace.Trace
+		variants []*trace.Trace
 	}
 	groups := []group{
-		{"recorded", mustLoad(t, recorded), []*Trace{mustLoad(t, recordedEdit), mustLoad(t, recorded), nil, golden[0]}},
-		{"nil", nil, []*Trace{nil, &Trace{}, golden[0]}},
+		{"recorded", mustLoad(t, recorded), []*trace.Trace{mustLoad(t, recordedEdit), mustLoad(t, recorded), nil, golden[0]}},
+		{"nil", nil, []*trace.Trace{nil, &trace.Trace{}, golden[0]}},
 	}
 	for i, g := range golden {
 		groups = append(groups, group{filepath.Base(paths[i]), g, append(slices.Clone(golden), nil)})
@@ -1120,11 +1083,11 @@ func TestDiffBaseMatchesDiff(t *testing.T) {
 		r := rand.New(rand.NewPCG(seed, 11))
 		tr, sites := randomRun(t, r, "b")
 		other, _ := randomRun(t, r, "o")
-		vs := []*Trace{tr, relabel(tr), other, &Trace{}}
+		vs := []*trace.Trace{tr, relabel(tr), other, &trace.Trace{}}
 		if len(sites) > 0 {
 			changed := tr.Clone()
 			ev, _ := changed.Event(sites[r.IntN(len(sites))].resultID)
-			ev.Output = MustValueOf(map[string]any{"changed": seed})
+			ev.Output = trace.MustValueOf(map[string]any{"changed": seed})
 			ev.SetHashes()
 			vs = append(vs, changed)
 		}
@@ -1132,10 +1095,10 @@ func TestDiffBaseMatchesDiff(t *testing.T) {
 	}
 	for _, g := range groups {
 		for _, m := range diffModes {
-			db := PrepareDiff(g.base, m.opts...)
+			db := Prepare(g.base, m.opts...)
 			for i, v := range g.variants {
 				name := fmt.Sprintf("%s/%s/variant %d", g.name, m.name, i)
-				sameDiff(t, name, Diff(g.base, v, m.opts...), db.Diff(v))
+				sameDiff(t, name, Runs(g.base, v, m.opts...), db.Diff(v))
 			}
 		}
 	}
@@ -1149,15 +1112,15 @@ func TestDiffBaseConcurrent(t *testing.T) {
 	base, edit := mustLoad(t, recorded), mustLoad(t, recordedEdit)
 	r := rand.New(rand.NewPCG(3, 5))
 	other, _ := randomRun(t, r, "c")
-	variants := []*Trace{edit, base, relabel(edit), other, nil}
+	variants := []*trace.Trace{edit, base, relabel(edit), other, nil}
 	for _, m := range diffModes[:2] {
-		want := make([]*RunDiff, len(variants))
+		want := make([]*Result, len(variants))
 		for i, v := range variants {
-			want[i] = Diff(base, v, m.opts...)
+			want[i] = Runs(base, v, m.opts...)
 		}
-		db := PrepareDiff(base, m.opts...)
+		db := Prepare(base, m.opts...)
 		const workers = 4
-		got := make([][]*RunDiff, workers)
+		got := make([][]*Result, workers)
 		var wg sync.WaitGroup
 		for w := range workers {
 			wg.Go(func() {
@@ -1181,20 +1144,20 @@ func TestDiffBaseConcurrent(t *testing.T) {
 func TestDiffBaseIsASnapshot(t *testing.T) {
 	t.Parallel()
 	base, edit := mustLoad(t, diffBaseline), mustLoad(t, diffChanged)
-	want := Diff(base, edit)
-	db := PrepareDiff(base)
+	want := Runs(base, edit)
+	db := Prepare(base)
 
 	first := db.Diff(edit)
-	first.Steps[0].Base.Payload = StringValue("scribbled")
+	first.Steps[0].Base.Payload = trace.StringValue("scribbled")
 	first.Steps[0].Base.Label = "scribbled"
 	for i := range base.Events {
-		base.Events[i].Output = StringValue("scribbled")
-		base.Events[i].After = StringValue("scribbled")
+		base.Events[i].Output = trace.StringValue("scribbled")
+		base.Events[i].After = trace.StringValue("scribbled")
 	}
 	base.RunID, base.Path = "run_scribbled", "scribbled"
 
 	sameDiff(t, "after mutation", want, db.Diff(edit))
-	if string(Diff(base, edit).JSON()) == string(want.JSON()) {
+	if string(Runs(base, edit).JSON()) == string(want.JSON()) {
 		t.Fatal("the scribbles did not change the base: the test checks nothing")
 	}
 }
