@@ -71,6 +71,7 @@ func Load(t testing.TB, path string) *trace.Trace {
 		}
 		t.Fatalf("sftest.Load: %v%s", err, hint)
 	}
+	results().usedBy(t, path)
 	return tr
 }
 
@@ -119,6 +120,7 @@ func Record(t testing.TB, name string, agent replay.Agent, input any) *trace.Tra
 		return Load(t, p)
 	}
 
+	results().usedBy(t, p)
 	tr, err := trace.Load(p)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {

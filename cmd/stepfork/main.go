@@ -56,13 +56,13 @@ type command struct {
 	summary     string // one line for the command list
 	description string // paragraphs for "stepfork help NAME"
 	minArgs     int
-	maxArgs     int
+	maxArgs     int // -1: no limit
 	setup       func(fs *flag.FlagSet) func(e *env, args []string) int
 }
 
 // commands lists the subcommands in the order help shows them.
 func commands() []*command {
-	return []*command{validateCmd, inspectCmd, pointsCmd, forkCmd, diffCmd, minimizeCmd, exportCmd}
+	return []*command{validateCmd, inspectCmd, pointsCmd, forkCmd, diffCmd, minimizeCmd, exportCmd, reportCmd}
 }
 
 func lookup(name string) *command {
@@ -128,7 +128,7 @@ func (c *command) run(e *env, args []string) int {
 	switch {
 	case len(pos) < c.minArgs:
 		return c.usageError(e, "missing %s", missingArgs(c.args, len(pos)))
-	case len(pos) > c.maxArgs:
+	case c.maxArgs >= 0 && len(pos) > c.maxArgs:
 		return c.usageError(e, "unexpected argument %q", pos[c.maxArgs])
 	}
 	return exec(e, pos)

@@ -1,0 +1,138 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/stepfork/stepfork/internal/corpus"
+)
+
+var reportCmd = &command{
+	name:    "report",
+	args:    "RESULTS... [--corpus DIR] [--json]",
+	summary: "merge the results of corpus shards into one summary",
+	description: `
+Report merges the results that sftest.Corpus writes with
+go test -stepfork.results=DIR (JSON lines, one file per test binary and
+shard) into one summary: per corpus, how many bundles replayed, diverged,
+were repaired or changed, and one line per bundle that failed or behaved
+otherwise, with its first divergence. Each RESULTS argument is a results file
+or a directory of them.
+
+The shards of a corpus are split by Bazel's TEST_TOTAL_SHARDS and
+TEST_SHARD_INDEX (a target's shard_count, or a CI matrix that sets them);
+report checks that every shard reported once and every bundle ran in one
+shard, and says which is missing otherwise. The merge of the shards of a run
+prints exactly what the same run unsharded prints.
+
+With --corpus DIR, report also lists the bundles under DIR that no test used
+(no corpus ran them, no sftest.Load or sftest.Record loaded them), for
+pruning a corpus.
+
+Exit codes: 0 every bundle passed, 1 a bundle failed, 2 unreadable or
+incomplete results.`,
+	minArgs: 1, maxArgs: -1,
+	setup: func(fs *flag.FlagSet) func(*env, []string) int {
+		o := &reportOptions{}
+		fs.StringVar(&o.corpus, "corpus", "", "also list the bundles under `DIR` that no test used")
+		fs.BoolVar(&o.json, "json", false, "print the merged report as JSON")
+		return func(e *env, args []string) int { return o.run(e, args) }
+	},
+}
+
+type reportOptions struct {
+	corpus string
+	json   bool
+}
+
+func (o *reportOptions) run(e *env, args []string) int {
+	var files []string
+	for _, a := range args {
+		fi, err := os.Stat(a)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "stepfork report: %v\n", err)
+			return exitInput
+		}
+		if !fi.IsDir() {
+			files = append(files, a)
+			continue
+		}
+		m, _ := filepath.Glob(filepath.Join(a, "*.jsonl"))
+		if len(m) == 0 {
+			fmt.Fprintf(e.stderr, "stepfork report: %s holds no results (*.jsonl); write them with go test -stepfork.results=%s\n", a, a)
+			return exitInput
+		}
+		files = append(files, m...)
+	}
+	slices.Sort(files)
+	var recs []corpus.Record
+	for _, f := range files {
+		r, err := corpus.Read(f)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "stepfork report: %v\n", err)
+			return exitInput
+		}
+		recs = append(recs, r...)
+	}
+	rep, mergeErr := corpus.Merge(recs)
+	var unused []string
+	if o.corpus != "" {
+		var err error
+		if unused, err = rep.Unused(o.corpus); err != nil {
+			fmt.Fprintf(e.stderr, "stepfork report: --corpus: %v\n", err)
+			return exitInput
+		}
+	}
+	if o.json {
+		type corpusJSON struct {
+			Name    string          `json:"name"`
+			Shards  int             `json:"shards"`
+			Entries []corpus.Record `json:"entries"`
+		}
+		out := struct {
+			Corpora []corpusJSON `json:"corpora"`
+			Unused  []string     `json:"unused,omitempty"`
+			Problem string       `json:"problem,omitempty"`
+		}{Unused: unused}
+		for _, c := range rep.Corpora {
+			cj := corpusJSON{Name: redact(c.Name), Shards: c.Total, Entries: make([]corpus.Record, len(c.Entries))}
+			for i, r := range c.Entries {
+				r.Corpus, r.Name, r.Path, r.Divergence = redact(r.Corpus), redact(r.Name), redact(r.Path), redact(r.Divergence)
+				cj.Entries[i] = r
+			}
+			out.Corpora = append(out.Corpora, cj)
+		}
+		for i, u := range out.Unused {
+			out.Unused[i] = redact(u)
+		}
+		if mergeErr != nil {
+			out.Problem = redact(mergeErr.Error())
+		}
+		b, _ := json.Marshal(out)
+		e.writeJSON(b)
+	} else {
+		e.printf("%s", redact(rep.Text()))
+		if o.corpus != "" {
+			if len(unused) == 0 {
+				e.printf("\nevery bundle under %s was used\n", o.corpus)
+			} else {
+				e.printf("\n%d bundle(s) under %s that no test used:\n", len(unused), o.corpus)
+				for _, u := range unused {
+					e.printf("  %s\n", redact(u))
+				}
+			}
+		}
+	}
+	if mergeErr != nil {
+		fmt.Fprintf(e.stderr, "stepfork report: %s\n", redact(mergeErr.Error()))
+		return exitInput
+	}
+	if rep.Failed() {
+		return exitDifferent
+	}
+	return exitOK
+}

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stepfork/stepfork/internal/corpus"
+	"github.com/stepfork/stepfork/internal/shard"
+)
+
+// writeShard writes the results file of one shard of a corpus as
+// sftest.Corpus does: a shard record, then the entries the shard owns.
+func writeShard(t *testing.T, dir string, index, total int, entries map[string]corpus.Record) {
+	t.Helper()
+	var b strings.Builder
+	owns := func(name string) bool { return shard.Shard{Index: index, Total: total}.Owns(name) }
+	owned := 0
+	for name := range entries {
+		if owns(name) {
+			owned++
+		}
+	}
+	corpus.Encode(&b, corpus.Record{Kind: "shard", Corpus: "TestCorpus", Index: index, Total: total, Matched: len(entries), Owned: owned})
+	for name, r := range entries {
+		if !owns(name) {
+			continue
+		}
+		r.Kind, r.Corpus, r.Name = "entry", "TestCorpus", name
+		corpus.Encode(&b, r)
+		corpus.Encode(&b, corpus.Record{Kind: "used", Path: r.Path})
+	}
+	p := filepath.Join(dir, fmt.Sprintf("pkg.test.shard-%d-of-%d.jsonl", index, total))
+	if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestReport(t *testing.T) {
+	t.Parallel()
+	bundles := t.TempDir()
+	entries := map[string]corpus.Record{}
+	for i := range 20 {
+		name := fmt.Sprintf("run-%02d", i)
+		p := filepath.Join(bundles, name+".sftrace")
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		r := corpus.Record{Path: p, Outcome: corpus.Replayed, Passed: true}
+		if i == 7 {
+			r = corpus.Record{Path: p, Outcome: corpus.Diverged, Divergence: "call #2: tool 'lookup' input differs (token ghp_" + strings.Repeat("a", 36) + ")"}
+		}
+		entries[name] = r
+	}
+	os.MkdirAll(filepath.Join(bundles, "stale.sftrace"), 0o755) // no test uses it
+
+	whole, sharded := t.TempDir(), t.TempDir()
+	writeShard(t, whole, 0, 1, entries)
+	for i := range 4 {
+		writeShard(t, sharded, i, 4, entries)
+	}
+	w := stepfork(t, "", nil, "report", whole)
+	s := stepfork(t, "", nil, "report", sharded)
+	if w.code != exitDifferent || s.code != exitDifferent {
+		t.Fatalf("exit codes %d and %d, want %d (a bundle failed):\n%s%s", w.code, s.code, exitDifferent, w.stderr, s.stderr)
+	}
+	if s.stdout != w.stdout {
+		t.Errorf("the merged shards report differs from the unsharded one:\n--- unsharded\n%s--- merged\n%s", w.stdout, s.stdout)
+	}
+	for _, want := range []string{
+		"corpus TestCorpus: 20 bundle(s), 19 passed, 1 failed\n",
+		"  replayed       19\n",
+		"  diverged       1\n",
+		"  FAIL run-07: diverged — call #2: tool 'lookup' input differs (token [REDACTED])\n",
+	} {
+		if !strings.Contains(s.stdout, want) {
+			t.Errorf("the report lacks %q:\n%s", want, s.stdout)
+		}
+	}
+	if strings.Contains(s.stdout, "ghp_") {
+		t.Errorf("a token reached the report:\n%s", s.stdout)
+	}
+
+	u := stepfork(t, "", nil, "report", sharded, "--corpus", bundles)
+	if !strings.Contains(u.stdout, "1 bundle(s) under "+bundles+" that no test used:\n  stale.sftrace\n") {
+		t.Errorf("--corpus does not list the unused bundle:\n%s", u.stdout)
+	}
+
+	j := stepfork(t, "", nil, "report", "--json", sharded)
+	if !strings.HasPrefix(j.stdout, `{"corpora":[{"name":"TestCorpus","shards":4,"entries":[`) || strings.Contains(j.stdout, "ghp_") {
+		t.Errorf("--json output:\n%s", j.stdout)
+	}
+}
+
+func TestReportIncomplete(t *testing.T) {
+	t.Parallel()
+	entries := map[string]corpus.Record{}
+	for i := range 12 {
+		entries[fmt.Sprintf("run-%02d", i)] = corpus.Record{Outcome: corpus.Replayed, Passed: true}
+	}
+	dir := t.TempDir()
+	for _, i := range []int{0, 1, 3} {
+		writeShard(t, dir, i, 4, entries)
+	}
+	r := stepfork(t, "", nil, "report", dir)
+	if r.code != exitInput || !strings.Contains(r.stderr, "stepfork report: the shard results are incomplete:\n  TestCorpus: shard 2/4 did not report\n") {
+		t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	writeShard(t, filepath.Join(dir), 2, 4, entries)
+	dup := filepath.Join(dir, "copy.jsonl")
+	b, _ := os.ReadFile(filepath.Join(dir, "pkg.test.shard-1-of-4.jsonl"))
+	os.WriteFile(dup, b, 0o644)
+	r = stepfork(t, "", nil, "report", dir)
+	if r.code != exitInput || !strings.Contains(r.stderr, "TestCorpus: shard 1/4 reported twice") {
+		t.Fatalf("a doubled shard: exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.jsonl")
+	os.WriteFile(bad, []byte("{\"kind\":\"entry\"}\nnot json\n"), 0o644)
+	r = stepfork(t, "", nil, "report", bad)
+	if r.code != exitInput || !strings.Contains(r.stderr, "bad.jsonl:2: not a stepfork results record") {
+		t.Fatalf("a corrupt file: exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	r = stepfork(t, "", nil, "report", t.TempDir())
+	if r.code != exitInput || !strings.Contains(r.stderr, "holds no results (*.jsonl)") {
+		t.Fatalf("an empty directory: exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+}
