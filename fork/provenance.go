@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -117,20 +116,14 @@ func infoLocation(bundle string) string {
 	return filepath.Join(bundle, InfoFile)
 }
 
-// readParentInfoFile reads the fork.json of the bundle at path when its
-// integrity.json lists it (as trace.Load does), or returns nil.
-func readParentInfoFile(path string) ([]byte, error) {
-	rec, err := os.ReadFile(filepath.Join(path, trace.IntegrityFile))
+// readParentInfo reads the fork.json of the bundle r reads when its
+// integrity.json lists it (as trace.Load does), or returns nil. The file is
+// read through the bundle's checks (a regular file inside the bundle, within
+// its size limit), like every other file of a bundle.
+func readParentInfo(r *trace.Reader) ([]byte, error) {
+	data, err := r.Extra(InfoFile)
 	if err != nil {
-		return nil, nil // legacy bundle: no extra files
-	}
-	v, err := trace.ParseValue(rec)
-	if err != nil || v.Get("files").Get(InfoFile).IsAbsent() {
-		return nil, nil // integrity problems are VerifyIntegrity's to report
-	}
-	data, err := os.ReadFile(filepath.Join(path, InfoFile))
-	if err != nil {
-		return nil, &ForkError{Msg: fmt.Sprintf("cannot read the provenance of %s: %v", path, err), Err: err}
+		return nil, &ForkError{Msg: fmt.Sprintf("cannot read the provenance of %s: %v", r.Path(), err), Err: err}
 	}
 	return data, nil
 }

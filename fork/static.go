@@ -289,7 +289,7 @@ func forkPath(path string, point Point, opts Options) (*Result, error) {
 		return res, err
 	}
 	defer r.Close()
-	parentFork, err := readParentInfoFile(path)
+	parentFork, err := readParentInfo(r)
 	if err != nil {
 		return res, err
 	}

@@ -124,52 +124,6 @@ func checkBundleDir(path string) error {
 	return nil
 }
 
-// checkRegularFile checks that name inside the bundle dir is a regular file,
-// and that a symbolic link does not lead outside the bundle.
-func checkRegularFile(dir, name string) error {
-	p := filepath.Join(dir, name)
-	lst, err := os.Lstat(p)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return storageErr(err, "missing required file: %s", p)
-		}
-		return storageErr(err, "%s: %v", p, err)
-	}
-	if lst.Mode()&fs.ModeSymlink != 0 {
-		target, err := filepath.EvalSymlinks(p)
-		if err != nil {
-			return storageErr(err, "%s: broken symbolic link", p)
-		}
-		root, err := filepath.EvalSymlinks(dir)
-		if err != nil {
-			return storageErr(err, "%s: %v", dir, err)
-		}
-		rel, err := filepath.Rel(root, target)
-		if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-			return storageErr(nil, "%s is a symbolic link that points outside the bundle (%s); copy the file into the bundle instead", p, target)
-		}
-		if lst, err = os.Stat(p); err != nil {
-			return storageErr(err, "%s: %v", p, err)
-		}
-	}
-	if !lst.Mode().IsRegular() {
-		return storageErr(nil, "required path is not a file: %s", p)
-	}
-	return nil
-}
-
-func readBundleFile(dir, name string) ([]byte, error) {
-	if err := checkRegularFile(dir, name); err != nil {
-		return nil, err
-	}
-	p := filepath.Join(dir, name)
-	data, err := os.ReadFile(p)
-	if err != nil {
-		return nil, storageErr(err, "%s: %v", p, err)
-	}
-	return data, nil
-}
-
 func readManifest(dir string) (Manifest, error) {
 	data, err := readBundleFile(dir, ManifestFile)
 	if err != nil {
@@ -210,9 +164,9 @@ func Load(path string) (*Trace, error) {
 
 // readExtras reads the extra files that integrity.json lists, if any.
 func readExtras(dir string) (map[string][]byte, error) {
-	rec, err := readIntegrityRecord(dir)
+	rec, err := extrasListing(dir)
 	if err != nil || rec == nil {
-		return nil, nil // integrity problems are reported by VerifyIntegrity
+		return nil, err
 	}
 	var extras map[string][]byte
 	for _, f := range rec.Files {

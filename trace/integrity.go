@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
-	"path/filepath"
 	"slices"
 )
 
@@ -67,27 +65,30 @@ func (r *integrityRecord) digest(name string) (string, bool) {
 	return "", false
 }
 
-// errIntegrityRecord is the three ways integrity.json itself can be unusable.
-type errIntegrityRecord struct{ issue IntegrityIssue }
+// errIntegrityRecord is the ways integrity.json itself can be unusable; cause
+// is the storage error when it cannot be read at all (not a regular file of
+// the bundle, or above its size limit).
+type errIntegrityRecord struct {
+	issue IntegrityIssue
+	cause error
+}
 
 func (e *errIntegrityRecord) Error() string { return e.issue.Message }
 
 // readIntegrityRecord reads integrity.json; (nil, nil) means it is absent.
 func readIntegrityRecord(dir string) (*integrityRecord, error) {
-	p := filepath.Join(dir, IntegrityFile)
-	st, err := os.Lstat(p)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
 	invalid := func(msg string) error {
-		return &errIntegrityRecord{IntegrityIssue{CodeIntegrityMetadataInvalid, msg, IntegrityFile}}
+		return &errIntegrityRecord{issue: IntegrityIssue{CodeIntegrityMetadataInvalid, msg, IntegrityFile}}
 	}
-	if err != nil || !st.Mode().IsRegular() {
-		return nil, invalid("integrity.json is not a file.")
-	}
-	data, err := os.ReadFile(p)
-	if err != nil {
-		return nil, invalid("integrity.json is not a file.")
+	data, err := readBundleFile(dir, IntegrityFile)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, nil
+	case errors.Is(err, errFileTooLarge):
+		return nil, &errIntegrityRecord{IntegrityIssue{CodeIntegrityMetadataInvalid,
+			fmt.Sprintf("integrity.json is larger than the limit of %d bytes.", maxIntegrityBytes), IntegrityFile}, err}
+	case err != nil:
+		return nil, &errIntegrityRecord{IntegrityIssue{CodeIntegrityMetadataInvalid, "integrity.json is not a file.", IntegrityFile}, err}
 	}
 	v, err := ParseValue(data)
 	if err != nil {
@@ -192,9 +193,9 @@ func (rec *integrityRecord) verify(path string, known map[string]string) Integri
 				continue
 			}
 			var err error
-			got, err = fileDigest(filepath.Join(path, name))
+			got, err = fileDigest(dirSource(path), name)
 			if err != nil {
-				fail(CodeMissingFile, fmt.Sprintf("%s is missing.", name), name)
+				fail(CodeMissingFile, unreadableMessage(name, err), name)
 				continue
 			}
 		}
@@ -207,16 +208,10 @@ func (rec *integrityRecord) verify(path string, known map[string]string) Integri
 	return res
 }
 
-// fileDigest returns the lowercase hex SHA-256 of a regular file's bytes.
-func fileDigest(name string) (string, error) {
-	st, err := os.Lstat(name)
-	if err != nil {
-		return "", err
-	}
-	if !st.Mode().IsRegular() {
-		return "", fmt.Errorf("%s is not a regular file", name)
-	}
-	f, err := os.Open(name)
+// fileDigest returns the lowercase hex SHA-256 of a bundle file's bytes,
+// read through the checks of openBundleFile.
+func fileDigest(src bundleSource, name string) (string, error) {
+	f, err := openBundleFile(src, name, fileLimit(name))
 	if err != nil {
 		return "", err
 	}
@@ -226,6 +221,22 @@ func fileDigest(name string) (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// unreadableMessage is the integrity issue of a listed file that cannot be
+// hashed: stepfork's "<name> is missing." when it is absent, otherwise what
+// it is instead of a regular file of the bundle, or why it cannot be read.
+func unreadableMessage(name string, err error) string {
+	var ke *fileKindError
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Sprintf("%s is missing.", name)
+	case errors.As(err, &ke):
+		return fmt.Sprintf("%s cannot be verified: it is %s.", name, ke.what)
+	case errors.Is(err, errFileTooLarge):
+		return fmt.Sprintf("%s cannot be verified: it is larger than the limit of %d bytes.", name, fileLimit(name))
+	}
+	return fmt.Sprintf("%s cannot be read.", name)
 }
 
 // appendIntegrity appends integrity.json for the given files, as Pydantic

@@ -9,9 +9,8 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"io/fs"
 	"iter"
-	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 )
@@ -32,7 +31,8 @@ type Reader struct {
 	path       string
 	manifest   Manifest
 	redactions []RedactionEntry
-	f          *os.File
+	src        bundleSource
+	f          fs.File
 	lines      lineReader
 	dec        eventDecoder
 	done       bool
@@ -61,16 +61,13 @@ func Open(path string) (*Reader, error) {
 	if r.redactions, err = readRedactions(path); err != nil {
 		return nil, err
 	}
-	name := filepath.Join(path, EventsFile)
-	if err := checkRegularFile(path, EventsFile); err != nil {
+	src := dirSource(path)
+	f, err := openBundleFile(src, EventsFile, fileLimit(EventsFile))
+	if err != nil {
 		return nil, err
 	}
-	f, err := os.Open(name)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
-	r.f = f
-	r.lines.reset(f, name)
+	r.src, r.f = src, f
+	r.lines.reset(f, src.where(EventsFile))
 	return r, nil
 }
 
@@ -210,7 +207,7 @@ func (r *Reader) Decode(ev *Event) error {
 // that integrity.json records. After SkipDigest it reads those bytes again
 // (the file is reopened if Close was called), and returns "" if that fails.
 func (r *Reader) EventsDigest() string {
-	return r.lines.src.digest(r.f, filepath.Join(r.path, EventsFile))
+	return r.lines.src.digest(r.f, r.src)
 }
 
 // Line returns the number of the line of the event last yielded by Events
@@ -277,7 +274,7 @@ func (l *lineReader) reset(r io.Reader, name string) {
 
 // digest returns the hex SHA-256 of the bytes read so far from a reader
 // that was not told to skip the digest.
-func (l *lineReader) digest() string { return l.src.digest(nil, "") }
+func (l *lineReader) digest() string { return l.src.digest(nil, nil) }
 
 // digestReader reads a file, counting the bytes read and, unless told to
 // skip it, hashing them. Its lock lets EventsDigest run while a goroutine
@@ -310,22 +307,30 @@ func (d *digestReader) skipDigest() {
 
 // digest returns the hex SHA-256 of the bytes read so far: the running
 // sum, or without one, the sum of those bytes read again from f (or, when
-// f is nil, from the file at name).
-func (d *digestReader) digest(f *os.File, name string) string {
+// f is nil or cannot be read at an offset, from events.jsonl opened again
+// through src).
+func (d *digestReader) digest(f fs.File, src bundleSource) string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.sum != nil {
 		return hex.EncodeToString(d.sum.Sum(nil))
 	}
-	if f == nil {
-		var err error
-		if f, err = os.Open(name); err != nil {
+	var from io.Reader
+	if ra, ok := f.(io.ReaderAt); ok {
+		from = io.NewSectionReader(ra, 0, d.read)
+	} else {
+		if src == nil {
 			return ""
 		}
-		defer f.Close()
+		g, err := openBundleFile(src, EventsFile, fileLimit(EventsFile))
+		if err != nil {
+			return ""
+		}
+		defer g.Close()
+		from = io.LimitReader(g, d.read)
 	}
 	h := sha256.New()
-	if n, err := io.Copy(h, io.NewSectionReader(f, 0, d.read)); err != nil || n != d.read {
+	if n, err := io.Copy(h, from); err != nil || n != d.read {
 		return ""
 	}
 	return hex.EncodeToString(h.Sum(nil))
