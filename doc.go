@@ -78,7 +78,8 @@
 //
 // Record a run, replay it frozen, and fork it with a changed prompt:
 //
-//	rec, _ := replay.Record(ctx, "refund-desk", RefundRequest{OrderID: "o_1842", Amount: 250}, desk)
+//	rec, err := replay.Record(ctx, "refund-desk", RefundRequest{OrderID: "o_1842", Amount: 250}, desk)
+//	// err: recording failed; rec.Err: the agent's own error (a failed run is recorded too)
 //	res, err := replay.Replay(ctx, rec.Trace, desk) // res.Executed == 0
 //	v, err := fork.Run(ctx, rec.Trace, fork.Failure(), desk,
 //		fork.Prompt("resolve", "Refunds above the policy limit need approval."))

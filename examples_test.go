@@ -386,7 +386,10 @@ func TestExampleTraces(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			path := filepath.Join("testdata", tt.name+".sftrace")
 			d := newDesk(tt.prompt)
-			rec, _ := replay.Record(t.Context(), "refund-desk", tt.input, d.Agent) // a failed run is recorded too
+			rec, err := replay.Record(t.Context(), "refund-desk", tt.input, d.Agent) // a failed run is recorded too
+			if err != nil {
+				t.Fatal(err)
+			}
 			if regen {
 				stableRun(rec.Trace, strings.TrimPrefix(tt.name, "example-"))
 				if err := rec.Trace.Save(path, trace.Overwrite()); err != nil {

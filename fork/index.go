@@ -57,7 +57,7 @@ type index struct {
 
 // prepared is the replay plan of the base run, computed once per index.
 func (ix *index) prepared() (*replay.Prepared, error) {
-	ix.planOnce.Do(func() { ix.plan, ix.planErr = replay.Prepare(ix.tr) })
+	ix.planOnce.Do(func() { ix.plan = replay.Prepare(ix.tr) })
 	return ix.plan, ix.planErr
 }
 

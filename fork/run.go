@@ -241,7 +241,7 @@ func (p *forkPlan) run(ctx context.Context, agent replay.Agent, cfg *config, sav
 				err = fmt.Errorf("fork: %w in the variant of %s: %v\n%s", ErrAgentPanicked, base.RunID, r, debug.Stack())
 			}
 		}()
-		res, _ = replay.Replay(ctx, base, agent, replay.WithDirector(d), replay.WithPrepared(prep))
+		res, _ = prep.Replay(ctx, agent, replay.WithDirector(d))
 	}()
 	if err != nil {
 		return nil, err

@@ -132,7 +132,7 @@ func (w *world) agent() replay.Agent {
 var trip = Trip{From: "KTM", To: "DEL", Budget: 400}
 
 // record records the booking agent and returns the world it ran in.
-func record(t *testing.T, opts ...replay.Option) (*replay.Result, *world) {
+func record(t *testing.T, opts ...replay.RecordOption) (*replay.Result, *world) {
 	t.Helper()
 	w := newWorld()
 	res, err := replay.Record(context.Background(), "booking agent!", trip, w.agent(), opts...)
@@ -311,8 +311,9 @@ func TestRecordFailedRun(t *testing.T) {
 	}
 	path := filepath.Join(t.TempDir(), "failed.sftrace")
 	res, err := replay.Record(context.Background(), "planner", nil, agent, replay.SaveTo(path))
-	require.ErrorIs(t, err, errBoom)
+	require.NoError(t, err, "the run was recorded; the agent's error is in the result")
 	require.NotNil(t, res)
+	assert.ErrorIs(t, res.Err, errBoom)
 	tr, lerr := trace.Load(path)
 	require.NoError(t, lerr)
 	report := trace.ValidateBundle(path, trace.CheckIntegrity(), trace.Pedantic())
@@ -361,7 +362,7 @@ func TestRecordPanicSavesAndRepanics(t *testing.T) {
 	assert.Equal(t, trace.Marker{Key: "@node", Name: "explode", Phase: "exit", Status: "error", Error: "index out of plan"}, exit)
 }
 
-func TestSaveFailureNeverMasksTheAgentError(t *testing.T) {
+func TestSaveFailureIsTheErrorAndTheAgentsErrorStaysInTheResult(t *testing.T) {
 	t.Parallel()
 	errAgent := errors.New("agent failed")
 	bad := filepath.Join(t.TempDir(), "not-a-bundle.txt") // wrong suffix: Save refuses it
@@ -369,11 +370,14 @@ func TestSaveFailureNeverMasksTheAgentError(t *testing.T) {
 		return nil, errAgent
 	}, replay.SaveTo(bad))
 	require.Error(t, err)
-	assert.ErrorIs(t, err, errAgent)
-	assert.True(t, strings.HasPrefix(err.Error(), "agent failed\n"), err.Error())
-	assert.Contains(t, err.Error(), "trace was not saved")
+	assert.ErrorIs(t, err, trace.ErrStorage)
+	assert.NotErrorIs(t, err, errAgent, "the agent's error is not the recording's")
+	assert.True(t, strings.HasPrefix(err.Error(), "replay: trace was not saved: "), err.Error())
+	require.NotNil(t, res)
+	assert.Equal(t, errAgent, res.Err)
 	require.NotNil(t, res.Trace)
 	assert.Equal(t, trace.RunFailed, res.Trace.Status)
+	assert.Equal(t, "", res.Path)
 
 	// A completed run with a failed save reports the save failure.
 	_, err = replay.Record(context.Background(), "a", nil, func(context.Context, trace.Value) (any, error) {
@@ -405,14 +409,28 @@ func TestRecordInsideASessionIsInert(t *testing.T) {
 	assert.Equal(t, 2, outer.Trace.Totals.ToolCalls, "the inner agent's calls went to the outer recording")
 }
 
-func TestRecordRefusesReplayOptions(t *testing.T) {
+func TestRecordErrorsAreRecordingFailures(t *testing.T) {
 	t.Parallel()
-	_, err := replay.Record(context.Background(), "a", nil, func(context.Context, trace.Value) (any, error) { return nil, nil },
-		replay.WithMode(replay.ModeLive), replay.Concurrent())
-	require.ErrorIs(t, err, replay.ErrInvalidOptions)
-	assert.EqualError(t, err, "replay.Record: WithMode, Concurrent only apply to Replay")
-	_, err = replay.Record(context.Background(), "a", make(chan int), func(context.Context, trace.Value) (any, error) { return nil, nil })
+	ok := func(context.Context, trace.Value) (any, error) { return nil, nil }
+	_, err := replay.Record(context.Background(), "a", make(chan int), ok)
 	assert.ErrorIs(t, err, replay.ErrNotRecordable)
+	_, err = replay.Record(context.Background(), "", nil, ok)
+	assert.ErrorIs(t, err, replay.ErrInvalidOptions)
+	_, err = replay.Record(context.Background(), "a", nil, nil)
+	assert.ErrorIs(t, err, replay.ErrInvalidOptions)
+
+	// An output that cannot be recorded fails the recording; the failed
+	// trace is still in the result.
+	res, err := replay.Record(context.Background(), "a", nil, func(context.Context, trace.Value) (any, error) { return make(chan int), nil })
+	require.ErrorIs(t, err, replay.ErrNotRecordable)
+	require.NotNil(t, res)
+	require.NoError(t, res.Err, "the agent itself succeeded")
+	assert.Equal(t, trace.RunFailed, res.Trace.Status)
+
+	// An agent's error is not a recording failure.
+	res, err = replay.Record(context.Background(), "a", nil, func(context.Context, trace.Value) (any, error) { return nil, errors.New("no") })
+	require.NoError(t, err)
+	assert.EqualError(t, res.Err, "no")
 }
 
 func TestPassThroughWithoutSession(t *testing.T) {

@@ -145,17 +145,9 @@ func serveRecorded(r *rec) decision {
 
 func fail(err error) decision { return decision{act: actFail, err: err} }
 
-// strictLocked is stepfork's matching: mode gates, then the call at the
-// cursor (or, with Concurrent, the matching pending call in its scope).
+// strictLocked is stepfork's matching: the call at the cursor (or, with
+// Concurrent, the matching pending call in its scope).
 func (s *session) strictLocked(ic *intercept) decision {
-	switch s.cfg.mode {
-	case ModeForbidden:
-		return fail(&PolicyError{ic.kind, ic.label(), fmt.Sprintf("replay mode 'forbidden' rejects the %s call '%s'", ic.kind, ic.label())})
-	case ModeManual:
-		return fail(&PolicyError{ic.kind, ic.label(), fmt.Sprintf("replay mode 'manual' requires approval before handling the %s call '%s'", ic.kind, ic.label())})
-	case ModeDerived:
-		return fail(&PolicyError{ic.kind, ic.label(), "replay mode 'derived' is not supported in v0.1"})
-	}
 	r := s.plan.at()
 	if r == nil {
 		return fail(s.exhausted(ic))
@@ -280,7 +272,7 @@ func (s *session) takeLocked(ic *intercept, r *rec, n int) decision {
 	}
 	if s.cfg.mode == ModeLive && ic.kind == KindTool && !s.liveTools[ic.name] {
 		return fail(&PolicyError{ic.kind, ic.name, fmt.Sprintf(
-			"live tool '%s' requires explicit authorization; pass allow_live_tools={'%s'} (replay.AllowLiveTools(%q))", ic.name, ic.name, ic.name)})
+			"live tool '%s' requires explicit authorization; pass allow_live_tools={'%s'} (replay.Live(%q))", ic.name, ic.name, ic.name)})
 	}
 	s.plan.consume(r)
 	s.matched++

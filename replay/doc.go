@@ -20,114 +20,118 @@
 //
 //	rec, err := replay.Record(ctx, "booking", Trip{From: "KTM", To: "DEL"}, agent,
 //		replay.SaveTo("testdata/booking.sftrace"))
+//	// err: the recording failed; rec.Err: the agent's own error
 //
-//	tr, _ := trace.Load("testdata/booking.sftrace")
+//	tr, err := trace.Load("testdata/booking.sftrace")
 //	res, err := replay.Replay(ctx, tr, agent) // frozen: zero tool or model executions
+//
+// [Record] takes [RecordOption]s and [Replay] takes [ReplayOption]s; an
+// option that means nothing to an entry point ([Hybrid] for Record, say) does
+// not compile there. [SaveTo] is an option of both. To replay one trace many
+// times, [Prepare] it once and call [Prepared.Replay].
 //
 // # Wrappers
 //
-//   - Tool(name, fn) returns a function with fn's signature; its calls are
+//   - [Tool](name, fn) returns a function with fn's signature; its calls are
 //     tool_call / tool_result events (a failure: a tool_result with status
 //     error and an error event under it).
-//   - LLM(ctx, req, call) records a provider-neutral Request and Response;
-//     LLMRaw(ctx, provider, model, body, call) does the same for raw JSON
-//     bodies (the form provider-specific requests and the HTTP transport
-//     use). ReportUsage adds token counts and cost from inside a call.
-//   - Node(ctx, name, fn) runs a named phase, between @node enter and exit
+//   - [LLM](ctx, req, call) records a provider-neutral [Request] and
+//     [Response]; [LLMRaw](ctx, provider, model, body, call) does the same
+//     for raw JSON bodies (the form provider-specific requests and the HTTP
+//     transport use). [ReportUsage] adds token counts and cost from inside a
+//     call.
+//   - [Node](ctx, name, fn) runs a named phase, between @node enter and exit
 //     markers; everything inside hangs under the enter marker.
-//   - Set(ctx, key, value) records a state write (state_change with the
-//     key's previous value in this run, or null); Read(ctx, key, current) is
-//     where a fork may patch state the agent reads.
-//   - Decide(ctx, name, computed) records a decision (@decision, kind
-//     decision); Approve(ctx, name, ask) a human approval (@decision, kind
-//     approval); Param(ctx, name, def) a knob (@param); a fork may force any
-//     of them.
-//   - Now(ctx) (@now), NewID(ctx) (@id) and SideEffect(ctx, name, fn)
+//   - [Set](ctx, key, value) records a state write (state_change with the
+//     key's previous value in this run, or null); [Read](ctx, key, current)
+//     is where a fork may patch state the agent reads.
+//   - [Decide](ctx, name, computed) records a decision (@decision, kind
+//     decision); [Approve](ctx, name, ask) a human approval (@decision, kind
+//     approval); [Param](ctx, name, def) a knob (@param); a fork may force
+//     any of them.
+//   - [Now](ctx) (@now), [NewID](ctx) (@id) and [SideEffect](ctx, name, fn)
 //     (@effect, Temporal's SideEffect) record nondeterminism once and serve
 //     it on replay.
 //
 // # Events and markers
 //
-// Traces are stepfork v0.1 bundles (see package trace). Every event gets
-// the next step and, as parent, the innermost enclosing event: run_start at
-// top level, the tool_call or llm_request whose body is running, or the
-// @node enter marker of the current node. Results and failures hang under
-// their call, as stepfork's recorder writes them; a failed run ends with a
+// Traces are stepfork v0.1 bundles (package trace). Every event gets the
+// next step and, as parent, the innermost enclosing event: run_start at top
+// level, the tool_call or llm_request whose body is running, or the @node
+// enter marker of the current node. Results and failures hang under their
+// call, as stepfork's recorder writes them; a failed run ends with a
 // run-level error event under run_start, the failure in the manifest, and a
-// run_end with parent null. Markers are state_change events with reserved
-// keys and their payload in "after":
+// run_end with parent null. Nodes, decisions, parameters and nondeterminism
+// are runtime markers: state_change events with reserved keys, whose
+// payloads are listed at [trace.MarkerNode].
 //
-//	@node      {"name":…,"phase":"enter"} / {"name":…,"phase":"exit","status":"ok"|"error"[,"error":…]}
-//	@decision  {"name":…,"kind":"decision"|"approval","value":…[,"forced":true]}
-//	@param     {"name":…,"value":…[,"forced":true]}
-//	@now       {"value":"2026-01-01T00:00:00.000001Z"}
-//	@id        {"value":"…"}
-//	@effect    {"name":…,"value":…} or {"name":…,"error":…}
-//
-// Everything is redacted (package trace's rules) as it is appended, before
-// it is kept in memory or written; error messages of this package only quote
-// redacted values.
+// Everything is redacted (package trace's rules, [trace.RedactValue]) as it
+// is appended, before it is kept in memory or written; error messages of this
+// package only quote redacted values.
 //
 // # Replay and matching
 //
-// A replay session matches the agent's tool and model calls with the
-// recorded ones using stepfork's strict cursor (stepfork-format.md §5.4):
-// kind, tool name, model and provider, the recorded input's stored hash,
-// then canonical equality of the redacted live input with the recorded
-// input; the recorded call's replay policy, a missing result, the recorded
-// output's hash, and in ModeLive the tool allow-list (refused before the body
-// runs and before the cursor advances). Null is hashed like any other value.
-// A recorded failure is served as a *RecordedError. Calls nested under a
-// served call are skipped, since its body does not run. The errors carry
-// stepfork's texts, followed by a report naming the recorded event and step
-// and, for a changed input, its cmp.Diff (-recorded +actual).
+// A replay matches the agent's tool and model calls with the recorded ones,
+// in order, with one strict cursor over the recorded calls (every tool_call
+// and llm_request of the base, in file order, less those nested under a
+// served call, whose body does not run). For each call the agent makes it
+// checks, in this order: the kind; the tool name, or the model and provider;
+// that the recorded input still has its stored hash; that the redacted live
+// input is canonically equal to the recorded input; the recorded call's
+// replay policy (forbidden and manual refuse); that a result was captured;
+// that the recorded output still has its stored hash; and, in [ModeLive],
+// that the tool is allowed ([Live]), refused before the body runs and before
+// the cursor advances. Null is hashed like any other value. A recorded
+// failure is served as a [*RecordedError]. The errors carry stepfork's texts,
+// followed by a report naming the recorded event and step and, for a changed
+// input, its cmp.Diff (-recorded +actual).
 //
 // Markers are served from their own cursors, by kind and name, in order:
-// Param, Now, NewID, SideEffect and Approve return the recorded value;
-// Decide checks that the computed value equals the recorded one. A marker
-// the recording does not have, or a decision that differs, is a divergence
-// too. State writes are not matched: they are re-recorded, and a difference
-// shows in the diff of the replay's trace against the base.
+// [Param], [Now], [NewID], [SideEffect] and [Approve] return the recorded
+// value; [Decide] checks that the computed value equals the recorded one. A
+// marker the recording does not have, or a decision that differs, is a
+// divergence too. State writes are not matched: they are re-recorded, and a
+// difference shows in the diff of the replay's trace against the base.
 //
-// The first divergence is kept in Result.Divergence even when the agent
-// swallows the error. With Concurrent, calls made from several goroutines
+// The first divergence is kept in [Result.Divergence] even when the agent
+// swallows the error. With [Concurrent], calls made from several goroutines
 // are matched regardless of order, among the pending calls of the same
 // parent, by kind, name and input fingerprint.
 //
 // # The replay's own trace
 //
-// Every replay records a complete new trace (Result.Trace): served results
+// Every replay records a complete new trace ([Result.Trace]): served results
 // as if they had happened, live calls as they happened. While each event
 // equals the base event at the same position, the base's event id is reused;
 // so the frozen replay of an unchanged agent has the base's events, ids,
 // payloads and parents (only the run id, timestamps and durations are new),
-// and a fork's unchanged prefix keeps the base's ids. A served failure's error text is
-// the recorded message, so the agent sees (and the new trace records) what
-// it saw when the run was recorded.
+// and a fork's unchanged prefix keeps the base's ids. A served failure's
+// error text is the recorded message, so the agent sees (and the new trace
+// records) what it saw when the run was recorded.
 //
 // # Directors
 //
-// A Director (WithDirector) is consulted for every intercepted call with a
-// *Call describing it (kind, name, input, position, occurrence, parent, node,
-// the recorded call at the cursor and the earliest unconsumed recorded call
-// with the same input) and answers with an Action: Strict, Serve a value,
-// ServeMatch the equal recorded call, Execute live (optionally with a patched
-// input or model), Block, or Fail. Package fork builds counterfactual runs on
-// it.
+// A [Director] ([WithDirector]) is consulted for every intercepted call with
+// a [*Call] describing it (kind, name, input, position, occurrence, parent,
+// node, the recorded call at the cursor and the earliest unconsumed recorded
+// call with the same input) and answers with an [Action]: [Strict], [Serve] a
+// value, [ServeMatch] the equal recorded call, [Execute] live (optionally
+// with a patched input or model), [Block], or [Fail]. Package fork builds
+// counterfactual runs on it.
 //
 // # HTTP model calls
 //
-// Transport(base) is an http.RoundTripper that records and serves the model
-// calls an agent makes over HTTP (OpenAI chat completions and responses,
-// Anthropic messages; JSON bodies, and server-sent event streams frame by
-// frame, a broken stream breaking the same way on replay), so that an agent
-// built on an official SDK is recorded by handing the SDK an http.Client that
-// uses it:
+// [Transport](base) is an [http.RoundTripper] that records and serves the
+// model calls an agent makes over HTTP (OpenAI chat completions and
+// responses, Anthropic messages; JSON bodies, and server-sent event streams
+// frame by frame, a broken stream breaking the same way on replay), so that
+// an agent built on an official SDK is recorded by handing the SDK an
+// [http.Client] that uses it:
 //
 //	client := openai.NewClient(option.WithHTTPClient(&http.Client{Transport: replay.Transport(nil)}))
 //
 // The request body is the llm_request input, the response (status, a few
-// harmless headers, body or frames) the llm_response output; no request header
-// is recorded, so API keys never reach a trace. Other requests pass through.
-// See Transport for the recorded shape and the errors served back.
+// harmless headers, body or frames) the llm_response output; no request
+// header is recorded, so API keys never reach a trace. Other requests pass
+// through. See [Transport] for the recorded shape and the errors served back.
 package replay

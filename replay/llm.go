@@ -80,7 +80,7 @@ type Usage struct {
 // event under the request. resp.Usage fills the response's token and cost
 // fields. On replay the recorded response is decoded and returned without
 // calling (ModeFrozen), or call runs (ModeLive, and ModeHybrid for the models
-// named with LiveModels). With no session in the context it is call(ctx, req).
+// named with [Hybrid]). With no session in the context it is call(ctx, req).
 func LLM(ctx context.Context, req Request, call func(context.Context, Request) (Response, error)) (Response, error) {
 	sc := fromContext(ctx)
 	if sc == nil {

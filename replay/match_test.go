@@ -84,7 +84,7 @@ func TestStrictMismatchMessages(t *testing.T) {
 		name  string
 		edit  func(*trace.Trace)
 		steps []step
-		opts  []replay.Option
+		opts  []replay.ReplayOption
 		is    error
 		want  string // the whole error text
 	}{{
@@ -189,29 +189,11 @@ func TestStrictMismatchMessages(t *testing.T) {
 		want: "unexpected tool call 'pay': all 3 recorded dependency call(s) were already consumed\n" +
 			"  actual: tool name='pay'\n  actual input fingerprint: " + fp(map[string]any{"eur": 5}),
 	}, {
-		name:  "mode forbidden",
-		steps: []step{tool("search", searchIn)},
-		opts:  []replay.Option{replay.WithMode(replay.ModeForbidden)},
-		is:    replay.ErrDiverged,
-		want:  "replay mode 'forbidden' rejects the tool call 'search'",
-	}, {
-		name:  "mode manual",
-		steps: []step{llm("fake", "m1", llmIn)},
-		opts:  []replay.Option{replay.WithMode(replay.ModeManual)},
-		is:    replay.ErrDiverged,
-		want:  "replay mode 'manual' requires approval before handling the llm call 'fake/m1'",
-	}, {
-		name:  "mode derived",
-		steps: []step{tool("search", searchIn)},
-		opts:  []replay.Option{replay.WithMode(replay.ModeDerived)},
-		is:    replay.ErrDiverged,
-		want:  "replay mode 'derived' is not supported in v0.1",
-	}, {
 		name:  "live tool not authorized",
 		steps: []step{tool("search", searchIn)},
-		opts:  []replay.Option{replay.WithMode(replay.ModeLive), replay.AllowLiveTools("book")},
+		opts:  []replay.ReplayOption{replay.Live("book")},
 		is:    replay.ErrDiverged,
-		want:  `live tool 'search' requires explicit authorization; pass allow_live_tools={'search'} (replay.AllowLiveTools("search"))`,
+		want:  `live tool 'search' requires explicit authorization; pass allow_live_tools={'search'} (replay.Live("search"))`,
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

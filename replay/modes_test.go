@@ -16,17 +16,22 @@ func TestConstructionErrors(t *testing.T) {
 	tr := base(t)
 	cases := []struct {
 		name string
-		opts []replay.Option
+		opts []replay.ReplayOption
 		want string
 	}{
-		{"unknown mode", []replay.Option{replay.WithMode("banana")}, "'banana' is not a valid ReplayPolicy"},
-		{"hybrid without models", []replay.Option{replay.WithMode(replay.ModeHybrid)}, "hybrid replay requires explicit live_llms"},
-		{"live models outside hybrid", []replay.Option{replay.LiveModels("fake/m1")}, "live_llms is only valid with mode='hybrid'"},
-		{"empty live model", []replay.Option{replay.WithMode(replay.ModeHybrid), replay.LiveModels("")}, "live_llms must contain non-empty provider/model labels"},
-		{"live tools outside live", []replay.Option{replay.AllowLiveTools()}, "allow_live_tools is only valid with mode='live'"},
-		{"empty live tool", []replay.Option{replay.WithMode(replay.ModeLive), replay.AllowLiveTools("")}, "allow_live_tools must contain non-empty tool names"},
-		{"unknown live tool", []replay.Option{replay.WithMode(replay.ModeLive), replay.AllowLiveTools("delete_db", "book", "drop")}, "allow_live_tools not found in trace: ['delete_db', 'drop']"},
-		{"unknown live model", []replay.Option{replay.WithMode(replay.ModeHybrid), replay.LiveModels("m1")}, "live_llms not found in trace: ['m1']"},
+		{"hybrid without models", []replay.ReplayOption{replay.Hybrid()},
+			`replay.Hybrid: no model was named; name the models that run live, as "provider/model" (the trace has ['fake/m1'])`},
+		{"empty live model", []replay.ReplayOption{replay.Hybrid("")},
+			`replay.Hybrid: a model label is empty; name models as "provider/model"`},
+		{"empty live tool", []replay.ReplayOption{replay.Live("")}, "replay.Live: a tool name is empty"},
+		{"unknown live tool", []replay.ReplayOption{replay.Live("delete_db", "book", "drop")},
+			"replay.Live: tools not found in the trace: ['delete_db', 'drop'] (the trace has ['book', 'search'])"},
+		{"unknown live model", []replay.ReplayOption{replay.Hybrid("m1")},
+			"replay.Hybrid: models not found in the trace: ['m1'] (the trace has ['fake/m1'])"},
+		{"two modes", []replay.ReplayOption{replay.Hybrid("fake/m1"), replay.Live()},
+			"replay: both Hybrid and Live were given; a replay has one mode"},
+		{"two modes, the other way", []replay.ReplayOption{replay.Live(), replay.Hybrid("fake/m1")},
+			"replay: both Live and Hybrid were given; a replay has one mode"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -39,11 +44,6 @@ func TestConstructionErrors(t *testing.T) {
 			assert.False(t, ran, "the agent must not run")
 		})
 	}
-	_, err := replay.ParseMode("banana")
-	assert.EqualError(t, err, "'banana' is not a valid ReplayPolicy")
-	m, err := replay.ParseMode("hybrid")
-	require.NoError(t, err)
-	assert.Equal(t, replay.ModeHybrid, m)
 }
 
 // modelWorld is an agent with one tool and two models, counting executions.
@@ -88,7 +88,7 @@ func TestHybridRunsNamedModelsLive(t *testing.T) {
 	// model are served.
 	var w modelWorld
 	res, err := replay.Replay(context.Background(), rec.Trace, w.agent("shout: "),
-		replay.WithMode(replay.ModeHybrid), replay.LiveModels("p/fast"))
+		replay.Hybrid("p/fast"))
 	require.NoError(t, err)
 	assert.Equal(t, modelWorld{fast: 1}, w)
 	assert.Equal(t, "fast says shout: fact about tea / slow verdict", res.Output)
@@ -99,7 +99,7 @@ func TestHybridRunsNamedModelsLive(t *testing.T) {
 
 	// A changed prompt for a model that is not live diverges.
 	_, err = replay.Replay(context.Background(), rec.Trace, w.agent("shout: "),
-		replay.WithMode(replay.ModeHybrid), replay.LiveModels("p/slow"))
+		replay.Hybrid("p/slow"))
 	require.ErrorIs(t, err, replay.ErrDiverged)
 	assert.Contains(t, err.Error(), "call #2: llm 'p/fast' input diverged from the recording")
 }
@@ -113,7 +113,7 @@ func TestLiveMode(t *testing.T) {
 	// Models run live; the tool only when allowed.
 	var w modelWorld
 	res, err := replay.Replay(context.Background(), rec.Trace, w.agent("say: "),
-		replay.WithMode(replay.ModeLive), replay.AllowLiveTools("lookup"))
+		replay.Live("lookup"))
 	require.NoError(t, err)
 	assert.Equal(t, modelWorld{tools: 1, fast: 1, slow: 1}, w)
 	assert.Equal(t, 3, res.Executed)
@@ -125,7 +125,7 @@ func TestLiveMode(t *testing.T) {
 	res, err = replay.Replay(context.Background(), rec.Trace, func(ctx context.Context, in trace.Value) (any, error) {
 		_, toolErr = replay.Tool("lookup", func(_ context.Context, q string) (string, error) { w2.tools++; return "", nil })(ctx, "tea")
 		return nil, toolErr
-	}, replay.WithMode(replay.ModeLive))
+	}, replay.Live())
 	require.ErrorIs(t, err, replay.ErrDiverged)
 	var pe *replay.PolicyError
 	require.ErrorAs(t, toolErr, &pe)

@@ -8,171 +8,172 @@ import (
 	"github.com/stepfork/stepfork/trace"
 )
 
-// Mode says how a replay session answers the calls the agent makes. The
-// values are stepfork's replay modes.
+// Mode says how a replay answers the calls the agent makes; [Result.Mode]
+// reports it. A replay is frozen unless [Hybrid] or [Live] says otherwise.
 type Mode string
 
-// Replay modes (stepfork-format.md §5.2).
+// Replay modes.
 const (
 	// ModeFrozen serves every recorded result; no tool or model body runs.
 	// It is the default.
 	ModeFrozen Mode = "frozen"
-	// ModeHybrid runs the models named with LiveModels live (their input may
+	// ModeHybrid runs the models named with [Hybrid] live (their input may
 	// differ from the recording) and serves everything else strictly.
 	ModeHybrid Mode = "hybrid"
 	// ModeLive matches every call and then runs it: models always, tools
-	// only when named with AllowLiveTools (any other tool is refused before
-	// its body runs).
+	// only when named with [Live] (any other tool is refused before its body
+	// runs).
 	ModeLive Mode = "live"
-	// ModeForbidden refuses every dependency call.
-	ModeForbidden Mode = "forbidden"
-	// ModeManual refuses every dependency call: it would need an approval
-	// mechanism that stepfork v0.1 does not have.
-	ModeManual Mode = "manual"
-	// ModeDerived is not supported in stepfork v0.1 and refuses every call.
-	ModeDerived Mode = "derived"
 )
 
-// ParseMode returns the Mode named s, or an error in stepfork's words
-// ("'banana' is not a valid ReplayPolicy").
-func ParseMode(s string) (Mode, error) {
-	m := Mode(s)
-	if !m.valid() {
-		return "", optionErrf("'%s' is not a valid ReplayPolicy", s)
-	}
-	return m, nil
+// RecordOption configures [Record]. [SaveTo] is one.
+type RecordOption interface{ applyRecord(*config) }
+
+// ReplayOption configures [Replay] and [Prepared.Replay]: [Hybrid], [Live],
+// [Concurrent], [WithDirector], and [SaveTo].
+type ReplayOption interface{ applyReplay(*config) }
+
+// Option is an option of both [Record] and [Replay]: [SaveTo].
+type Option interface {
+	RecordOption
+	ReplayOption
 }
 
-func (m Mode) valid() bool {
-	switch m {
-	case ModeFrozen, ModeHybrid, ModeLive, ModeForbidden, ModeManual, ModeDerived:
-		return true
-	}
-	return false
-}
+// replayOnly is an option that means something only to a replay.
+type replayOnly func(*config)
 
-// Option configures Record or Replay.
-type Option func(*config)
+func (o replayOnly) applyReplay(c *config) { o(c) }
+
+// both is an option of Record and Replay alike.
+type both func(*config)
+
+func (o both) applyRecord(c *config) { o(c) }
+func (o both) applyReplay(c *config) { o(c) }
 
 type config struct {
-	mode          Mode
-	modeSet       bool
-	liveModels    []string
-	liveModelsSet bool
-	liveTools     []string
-	liveToolsSet  bool
-	concurrent    bool
-	director      Director
-	prepared      *Prepared
-	save          bool
-	savePath      string
-	saveOpts      []trace.SaveOption
+	mode       Mode
+	modeBy     string // the option that set a mode other than frozen: "Hybrid" or "Live"
+	conflict   string // a second mode option, when it differs from modeBy
+	liveModels []string
+	liveTools  []string
+	concurrent bool
+	director   Director
+	save       bool
+	savePath   string
+	saveOpts   []trace.SaveOption
 }
 
-// WithMode sets the replay mode (default ModeFrozen). Replay only.
-func WithMode(m Mode) Option { return func(c *config) { c.mode, c.modeSet = m, true } }
-
-// LiveModels names the models that run live in ModeHybrid, by label:
-// "provider/model", or the model alone when the call has no provider. Each
-// label must occur in the trace. Replay only, and only with ModeHybrid.
-func LiveModels(labels ...string) Option {
-	return func(c *config) { c.liveModels, c.liveModelsSet = append(c.liveModels, labels...), true }
+// setMode records the mode an option asks for; asking for two different
+// modes is an error reported by checkReplay.
+func (c *config) setMode(m Mode, by string) {
+	if c.modeBy != "" && c.modeBy != by && c.conflict == "" {
+		c.conflict = by
+	}
+	if c.modeBy == "" {
+		c.mode, c.modeBy = m, by
+	}
 }
 
-// AllowLiveTools names the tools that may run live in ModeLive. Each must
-// occur in the trace. Replay only, and only with ModeLive.
-func AllowLiveTools(names ...string) Option {
-	return func(c *config) { c.liveTools, c.liveToolsSet = append(c.liveTools, names...), true }
+// Hybrid makes the replay run the models named by label live and serve
+// everything else strictly ([ModeHybrid]). A label is "provider/model", or
+// the model alone when the call has no provider; each must occur in the
+// trace, and at least one must be given. The input of a live model call
+// may differ from the recording.
+func Hybrid(liveModels ...string) ReplayOption {
+	return replayOnly(func(c *config) {
+		c.setMode(ModeHybrid, "Hybrid")
+		c.liveModels = append(c.liveModels, liveModels...)
+	})
 }
 
-// Concurrent switches matching from stepfork's strict cursor to an
-// order-insensitive match for agents that make calls from several goroutines:
-// a call is matched with the earliest pending recorded call of the same kind,
-// name (or provider and model) and input fingerprint made under the same
-// parent (the same tool call, model call, node or the run itself). Calls with
-// equal inputs are served in recorded order. Replay only.
-func Concurrent() Option { return func(c *config) { c.concurrent = true } }
+// Live makes the replay match every call and then run it ([ModeLive]):
+// models always, tools only when named in allowTools (each must occur in
+// the trace); any other tool is refused with a [*PolicyError] before its
+// body runs and before the cursor advances.
+func Live(allowTools ...string) ReplayOption {
+	return replayOnly(func(c *config) {
+		c.setMode(ModeLive, "Live")
+		c.liveTools = append(c.liveTools, allowTools...)
+	})
+}
+
+// Concurrent switches matching from the strict cursor to an
+// order-insensitive match for agents that make calls from several
+// goroutines: a call is matched with the earliest pending recorded call of
+// the same kind, name (or provider and model) and input fingerprint made
+// under the same parent (the same tool call, model call, node or the run
+// itself). Calls with equal inputs are served in recorded order.
+func Concurrent() ReplayOption { return replayOnly(func(c *config) { c.concurrent = true }) }
 
 // WithDirector lets d decide what the session does with every intercepted
-// call (see Director). The fork package uses it. Replay only.
-func WithDirector(d Director) Option { return func(c *config) { c.director = d } }
-
-// SaveTo saves the session's trace when the run ends, to path, or, when path
-// is "", to .stepfork/traces/<agent>-<run_id>.sftrace as stepfork's recorder
-// does (agent = the agent name with every run of characters outside
-// [A-Za-z0-9._-] replaced by '-'). opts are passed to trace.Save
-// (trace.Overwrite, for instance). The trace is saved even when the agent
-// fails or panics; a save failure is joined to the agent's error, after it.
-func SaveTo(path string, opts ...trace.SaveOption) Option {
-	return func(c *config) { c.save, c.savePath, c.saveOpts = true, path, opts }
+// call (see [Director]). Package fork builds counterfactual runs on it.
+func WithDirector(d Director) ReplayOption {
+	return replayOnly(func(c *config) { c.director = d })
 }
 
-func newConfig(opts []Option) config {
+// SaveTo saves the session's trace when the run ends, to path, or, when path
+// is "", to [DefaultPath]. opts are passed to [trace.Trace.Save]
+// ([trace.Overwrite], for instance). The trace is saved even when the agent
+// fails or panics; a save failure is the error of [Record] or [Replay].
+func SaveTo(path string, opts ...trace.SaveOption) Option {
+	return both(func(c *config) { c.save, c.savePath, c.saveOpts = true, path, opts })
+}
+
+func recordConfig(opts []RecordOption) config {
 	c := config{mode: ModeFrozen}
 	for _, o := range opts {
 		if o != nil {
-			o(&c)
+			o.applyRecord(&c)
 		}
 	}
 	return c
 }
 
-// checkRecord refuses options that only make sense for a replay.
-func (c *config) checkRecord() error {
-	var bad []string
-	if c.modeSet {
-		bad = append(bad, "WithMode")
+func replayConfig(opts []ReplayOption) config {
+	c := config{mode: ModeFrozen}
+	for _, o := range opts {
+		if o != nil {
+			o.applyReplay(&c)
+		}
 	}
-	if c.liveModelsSet {
-		bad = append(bad, "LiveModels")
+	return c
+}
+
+// checkReplay checks the mode options against each other and against the
+// trace p was prepared from.
+func (c *config) checkReplay(p *Prepared) error {
+	if c.conflict != "" {
+		return optionErrf("replay: both %s and %s were given; a replay has one mode", c.modeBy, c.conflict)
 	}
-	if c.liveToolsSet {
-		bad = append(bad, "AllowLiveTools")
-	}
-	if c.concurrent {
-		bad = append(bad, "Concurrent")
-	}
-	if c.director != nil {
-		bad = append(bad, "WithDirector")
-	}
-	if c.prepared != nil {
-		bad = append(bad, "WithPrepared")
-	}
-	if len(bad) > 0 {
-		return optionErrf("replay.Record: %s only apply to Replay", strings.Join(bad, ", "))
+	switch c.mode {
+	case ModeHybrid:
+		if len(c.liveModels) == 0 {
+			return optionErrf("replay.Hybrid: no model was named; name the models that run live, as \"provider/model\" (the trace has %s)", pyList(sortedKeys(p.models)))
+		}
+		if slices.Contains(c.liveModels, "") {
+			return optionErrf("replay.Hybrid: a model label is empty; name models as \"provider/model\"")
+		}
+		if missing := notIn(c.liveModels, p.models); len(missing) > 0 {
+			return optionErrf("replay.Hybrid: models not found in the trace: %s (the trace has %s)", pyList(missing), pyList(sortedKeys(p.models)))
+		}
+	case ModeLive:
+		if slices.Contains(c.liveTools, "") {
+			return optionErrf("replay.Live: a tool name is empty")
+		}
+		if missing := notIn(c.liveTools, p.tools); len(missing) > 0 {
+			return optionErrf("replay.Live: tools not found in the trace: %s (the trace has %s)", pyList(missing), pyList(sortedKeys(p.tools)))
+		}
 	}
 	return nil
 }
 
-// checkReplay applies stepfork's construction rules (§5.2) against the
-// trace p was prepared from.
-func (c *config) checkReplay(p *Prepared) error {
-	if !c.mode.valid() {
-		return optionErrf("'%s' is not a valid ReplayPolicy", c.mode)
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
 	}
-	if c.mode == ModeHybrid && !c.liveModelsSet {
-		return optionErrf("hybrid replay requires explicit live_llms")
-	}
-	if c.liveModelsSet && c.mode != ModeHybrid {
-		return optionErrf("live_llms is only valid with mode='hybrid'")
-	}
-	if slices.Contains(c.liveModels, "") {
-		return optionErrf("live_llms must contain non-empty provider/model labels")
-	}
-	if c.liveToolsSet && c.mode != ModeLive {
-		return optionErrf("allow_live_tools is only valid with mode='live'")
-	}
-	if slices.Contains(c.liveTools, "") {
-		return optionErrf("allow_live_tools must contain non-empty tool names")
-	}
-	tools, models := p.tools, p.models
-	if missing := notIn(c.liveTools, tools); len(missing) > 0 {
-		return optionErrf("allow_live_tools not found in trace: %s", pyList(missing))
-	}
-	if missing := notIn(c.liveModels, models); len(missing) > 0 {
-		return optionErrf("live_llms not found in trace: %s", pyList(missing))
-	}
-	return nil
+	slices.Sort(out)
+	return out
 }
 
 func notIn(names []string, have map[string]bool) []string {

@@ -63,20 +63,14 @@ type matchKey struct {
 	input           string // canonical recorded input (null when absent)
 }
 
-// Prepared is the replay plan of a trace, computed once and read-only
-// afterwards: the expected call list of stepfork-format.md §5.3 with each
-// call paired with its result and failure, the input fingerprints, the
-// runtime markers by kind and name, the parent/child links, and the payload
-// hashes of the events. Any number of sessions, concurrently, may replay
-// the same trace from one Prepared (WithPrepared): package fork prepares the
-// base run of a sweep once and shares it across the variants.
-//
-//	p, err := replay.Prepare(base)
-//	if err != nil { … }
-//	for _, agent := range agents {
-//		res, err := replay.Replay(ctx, base, agent, replay.WithPrepared(p))
-//		…
-//	}
+// Prepared is the replay plan of a trace, computed once by [Prepare] and
+// read-only afterwards: the expected call list (every tool_call and
+// llm_request in file order) with each call paired with its result and
+// failure, the input fingerprints, the runtime markers by kind and name, the
+// parent/child links, and the payload hashes of the events. Any number of
+// replays, concurrently, may run from one Prepared ([Prepared.Replay]):
+// package fork prepares the base run of a sweep once and shares it across
+// the variants.
 //
 // The trace must not be changed while a Prepared of it is in use.
 type Prepared struct {
@@ -109,22 +103,6 @@ type Prepared struct {
 	reasonsOnce sync.Once
 	reasons     map[[2]string]string // (event id, path) → reason of the base's redaction entries
 }
-
-// Prepare computes the replay plan of tr once, in time linear in the
-// trace, so that many replays of tr (WithPrepared) share it instead of each
-// building its own. It reports an error matching ErrInvalidOptions for a
-// nil trace.
-func Prepare(tr *trace.Trace) (*Prepared, error) {
-	if tr == nil {
-		return nil, optionErrf("replay.Prepare: the trace is nil")
-	}
-	return prepare(tr), nil
-}
-
-// WithPrepared makes a replay use p, the plan Prepare computed for the
-// trace being replayed, instead of computing it again. Replay only; p must
-// have been prepared from the very trace passed to Replay.
-func WithPrepared(p *Prepared) Option { return func(c *config) { c.prepared = p } }
 
 // nullHash is the hash of a null payload.
 var nullHash = trace.Hash(trace.NullValue)

@@ -18,8 +18,7 @@ import (
 func TestPreparedSharedAcrossReplays(t *testing.T) {
 	t.Parallel()
 	rec, _ := record(t)
-	p, err := replay.Prepare(rec.Trace)
-	require.NoError(t, err)
+	p := replay.Prepare(rec.Trace)
 	want, err := replay.Replay(context.Background(), rec.Trace, newWorld().agent())
 	require.NoError(t, err)
 
@@ -31,7 +30,7 @@ func TestPreparedSharedAcrossReplays(t *testing.T) {
 	for i := range n {
 		worlds[i] = newWorld()
 		wg.Go(func() {
-			results[i], errs[i] = replay.Replay(context.Background(), rec.Trace, worlds[i].agent(), replay.WithPrepared(p))
+			results[i], errs[i] = p.Replay(context.Background(), worlds[i].agent())
 		})
 	}
 	wg.Wait()
@@ -52,34 +51,27 @@ func TestPreparedSharedAcrossReplays(t *testing.T) {
 func TestPreparedDivergenceIsPerSession(t *testing.T) {
 	t.Parallel()
 	rec, _ := record(t)
-	p, err := replay.Prepare(rec.Trace)
-	require.NoError(t, err)
+	p := replay.Prepare(rec.Trace)
 	early := func(ctx context.Context, _ trace.Value) (any, error) { return nil, nil }
-	res, err := replay.Replay(context.Background(), rec.Trace, early, replay.WithPrepared(p))
+	res, err := p.Replay(context.Background(), early)
 	require.Error(t, err)
 	require.Error(t, res.VerifyComplete(), "the early replay leaves calls unconsumed")
 
-	res, err = replay.Replay(context.Background(), rec.Trace, newWorld().agent(), replay.WithPrepared(p))
+	res, err = p.Replay(context.Background(), newWorld().agent())
 	require.NoError(t, err)
 	require.NoError(t, res.VerifyComplete())
 }
 
 func TestPreparedRefusals(t *testing.T) {
 	t.Parallel()
+	_, err := replay.Prepare(nil).Replay(context.Background(), newWorld().agent())
+	require.ErrorIs(t, err, replay.ErrInvalidOptions)
+	assert.EqualError(t, err, "replay.Replay: the trace is nil")
+	_, err = replay.Replay(context.Background(), nil, newWorld().agent())
+	require.ErrorIs(t, err, replay.ErrInvalidOptions)
+
 	a, _ := record(t)
-	b, _ := record(t)
-	_, err := replay.Prepare(nil)
+	_, err = replay.Prepare(a.Trace).Replay(context.Background(), nil)
 	require.ErrorIs(t, err, replay.ErrInvalidOptions)
-	assert.EqualError(t, err, "replay.Prepare: the trace is nil")
-
-	p, err := replay.Prepare(a.Trace)
-	require.NoError(t, err)
-	_, err = replay.Replay(context.Background(), b.Trace, newWorld().agent(), replay.WithPrepared(p))
-	require.ErrorIs(t, err, replay.ErrInvalidOptions)
-	assert.EqualError(t, err, "replay.Replay: WithPrepared: the plan was prepared from another trace (run "+a.Trace.RunID+
-		") than the one replayed (run "+b.Trace.RunID+"); prepare this trace with replay.Prepare")
-
-	_, err = replay.Record(context.Background(), "a", nil, newWorld().agent(), replay.WithPrepared(p))
-	require.ErrorIs(t, err, replay.ErrInvalidOptions)
-	assert.EqualError(t, err, "replay.Record: WithPrepared only apply to Replay")
+	assert.EqualError(t, err, "replay.Replay: the agent is nil")
 }

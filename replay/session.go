@@ -446,7 +446,9 @@ func (s *session) occurrenceLocked(kind CallKind, name string) int {
 }
 
 // run executes the agent under the session and finishes the trace. A panic
-// is recorded as a failed run and re-raised after the trace is saved.
+// is recorded as a failed run and re-raised after the trace is saved. The
+// error is a failure of the recording itself (an output that cannot be
+// recorded, a failed save); the agent's error is in Result.Err.
 func (s *session) run(ctx context.Context, input trace.Value, agent Agent) (*Result, error) {
 	s.mu.Lock()
 	s.root = s.appendLocked(trace.Event{Type: trace.RunStart, Input: input})
@@ -471,20 +473,20 @@ func (s *session) run(ctx context.Context, input trace.Value, agent Agent) (*Res
 	if panicking {
 		runErr = panicError{panicVal}
 	}
-	res := s.finish(out, runErr)
+	res, recErr := s.finish(out, runErr)
 	res.Err = err
 	if s.cfg.save {
 		if serr := s.save(res); serr != nil {
 			if panicking {
 				panic(fmt.Sprintf("%v [stepfork: trace was not saved: %v]", panicVal, serr))
 			}
-			res.Err = errors.Join(err, serr)
+			recErr = errors.Join(recErr, serr)
 		}
 	}
 	if panicking {
 		panic(panicVal)
 	}
-	return res, res.Err
+	return res, recErr
 }
 
 // panicError stands for a panic in the recording of a failed run.
@@ -495,15 +497,20 @@ func (p panicError) ErrorType() string { return "panic" }
 
 // finish writes the run's end (stepfork's layout: a failed run gets a
 // run-level error under run_start, the manifest's failure, and a run_end with
-// parent null) and builds the Result.
-func (s *session) finish(out any, err error) *Result {
+// parent null) and builds the Result. An output that cannot be recorded
+// fails the recorded run, and is returned as the error.
+func (s *session) finish(out any, err error) (*Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var ov trace.Value
+	var (
+		ov     trace.Value
+		recErr error
+	)
 	if err == nil {
 		v, verr := valueOf(out)
 		if verr != nil {
 			err = fmt.Errorf("replay: the agent's output cannot be recorded: %w", verr)
+			recErr = err
 		}
 		ov = v
 	}
@@ -559,12 +566,12 @@ func (s *session) finish(out any, err error) *Result {
 			res.pending = append(res.pending, &r.Recorded)
 		}
 	}
-	return res
+	return res, recErr
 }
 
 var unsafeAgentChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 
-// DefaultPath is where SaveTo("") saves a run: .stepfork/traces/<agent>-<run
+// DefaultPath is where [SaveTo]("") saves a run: .stepfork/traces/<agent>-<run
 // id>.sftrace, with every run of characters outside [A-Za-z0-9._-] in the
 // agent name replaced by '-' (stepfork's rule; "agent" when nothing is left).
 func DefaultPath(agent, runID string) string {
@@ -588,24 +595,26 @@ func (s *session) save(res *Result) error {
 }
 
 // Record runs agent with a recording session in its context and returns the
-// run's trace. input is recorded in run_start and handed to the agent as a
-// trace.Value.
+// run: its trace in [Result.Trace], and what the agent returned in
+// [Result.Output] and [Result.Err]. input is recorded in run_start and
+// handed to the agent as a [trace.Value].
 //
-// The returned error is the agent's: a run that returns an error still yields
-// a valid failed trace (a run-level error event under run_start, the failure
-// in the manifest, a run_end with status failed), and a panic is recorded the
-// same way and re-raised once the trace is saved. With SaveTo the trace is
-// saved whatever the outcome; a save failure is joined after the agent's
-// error, never in its place.
+// A run whose agent returns an error is recorded like any other: a valid
+// failed trace (a run-level error event under run_start, the failure in the
+// manifest, a run_end with status failed), with the agent's error in
+// Result.Err. A panic is recorded the same way and re-raised once the trace
+// is saved. With [SaveTo] the trace is saved whatever the outcome.
+//
+// The error is nil unless recording failed: an empty agent name, a nil
+// agent, an input or output that cannot be recorded as JSON (matching
+// [ErrNotRecordable]; for the output, the Result still holds the failed
+// trace), or a failed save (the Result holds the unsaved trace).
 //
 // Inside another session (a replay whose agent calls Record, for instance)
 // Record is inert: the agent runs against the enclosing session, nothing is
 // saved, and Result.Trace is nil.
-func Record(ctx context.Context, agentName string, input any, agent Agent, opts ...Option) (*Result, error) {
-	cfg := newConfig(opts)
-	if err := cfg.checkRecord(); err != nil {
-		return nil, err
-	}
+func Record(ctx context.Context, agentName string, input any, agent Agent, opts ...RecordOption) (*Result, error) {
+	cfg := recordConfig(opts)
 	if agentName == "" {
 		return nil, optionErrf("replay.Record: the agent name must not be empty")
 	}
@@ -618,55 +627,68 @@ func Record(ctx context.Context, agentName string, input any, agent Agent, opts 
 	}
 	if fromContext(ctx) != nil {
 		out, err := agent(ctx, v)
-		return &Result{Output: out, Err: err}, err
+		return &Result{Output: out, Err: err}, nil
 	}
 	return newSession(cfg, nil, agentName).run(ctx, v, agent)
 }
 
-// Replay runs agent against tr: the recorded run_start input is handed back to
-// the agent, and every call it makes through the wrappers is answered as the
-// mode says (ModeFrozen by default: every result served, nothing executed).
-// Result.Trace is a complete new recording of the replayed run.
-//
-// The error is nil when the replay reproduced the recording. It is the first
-// divergence (Result.Divergence, even if the agent swallowed it); otherwise,
-// in ModeFrozen without a Director, a *MismatchError when the outcome differs
-// from the recording (calls left unconsumed, an error where the recording
-// completed or the reverse, another failure type, another final output); in
-// the other modes, where live calls may legitimately change the outcome, the
-// agent's own error. Result.Output and Result.Err are what the agent
-// returned. Invalid options are reported before the agent runs, in
-// stepfork's words, matching ErrInvalidOptions.
-func Replay(ctx context.Context, tr *trace.Trace, agent Agent, opts ...Option) (*Result, error) {
+// Replay runs agent against tr: it is [Prepare](tr).Replay(ctx, agent,
+// opts...). Prepare tr once to replay it many times.
+func Replay(ctx context.Context, tr *trace.Trace, agent Agent, opts ...ReplayOption) (*Result, error) {
+	return Prepare(tr).Replay(ctx, agent, opts...)
+}
+
+// Prepare computes the replay plan of tr once, in time linear in the trace,
+// so that many replays of tr ([Prepared.Replay]) share it instead of each
+// building its own. A nil tr gives a Prepared whose Replay reports an error
+// matching [ErrInvalidOptions].
+func Prepare(tr *trace.Trace) *Prepared {
 	if tr == nil {
+		return &Prepared{}
+	}
+	return prepare(tr)
+}
+
+// Replay runs agent against the prepared trace: the recorded run_start input
+// is handed back to the agent, and every call it makes through the wrappers
+// is answered as the mode says (frozen unless [Hybrid] or [Live] is given:
+// every result served, nothing executed). [Result.Trace] is a complete new
+// recording of the replayed run; [Result.Output] and [Result.Err] are what
+// the agent returned.
+//
+// The error is nil when the replay reproduced the recording. Otherwise it
+// is, in this order of precedence: invalid options (matching
+// [ErrInvalidOptions], reported before the agent runs, with a nil Result);
+// the first divergence ([Result.Divergence], even if the agent swallowed
+// it); in a frozen replay without a Director, a [*MismatchError] when the
+// outcome differs from the recording (calls left unconsumed, an error where
+// the recording completed or the reverse, another failure type, another
+// final output); a failed save. The agent's own error is never the error:
+// with live calls the outcome may legitimately differ.
+//
+// Replay may run concurrently with other replays of the same Prepared.
+func (p *Prepared) Replay(ctx context.Context, agent Agent, opts ...ReplayOption) (*Result, error) {
+	if p.base == nil {
 		return nil, optionErrf("replay.Replay: the trace is nil")
 	}
 	if agent == nil {
 		return nil, optionErrf("replay.Replay: the agent is nil")
 	}
-	cfg := newConfig(opts)
-	p := cfg.prepared
-	switch {
-	case p == nil:
-		p = prepare(tr)
-	case p.base != tr:
-		return nil, optionErrf("replay.Replay: WithPrepared: the plan was prepared from another trace (run %s) than the one replayed (run %s); prepare this trace with replay.Prepare", p.base.RunID, tr.RunID)
-	}
+	cfg := replayConfig(opts)
 	if err := cfg.checkReplay(p); err != nil {
 		return nil, err
 	}
-	s := newSession(cfg, p, tr.AgentName)
-	res, err := s.run(ctx, p.input, agent)
+	s := newSession(cfg, p, p.base.AgentName)
+	res, recErr := s.run(ctx, p.input, agent)
 	if res.Divergence != nil {
 		return res, res.Divergence
 	}
-	if cfg.mode != ModeFrozen || cfg.director != nil {
-		return res, err
+	if cfg.mode == ModeFrozen && cfg.director == nil {
+		if oerr := outcomeDiffers(p.base, res); oerr != nil {
+			return res, oerr
+		}
 	}
-	if oerr := outcomeDiffers(tr, res); oerr != nil {
-		return res, oerr
-	}
-	return res, nil
+	return res, recErr
 }
 
 // outcomeDiffers compares a frozen replay's outcome with the recording

@@ -54,7 +54,7 @@ import (
 // generativelanguage.googleapis.com "google"); otherwise it is "anthropic"
 // for /v1/messages and "openai" for the OpenAI-compatible paths. The model is
 // the request body's "model"; without one, an Azure deployment name from the
-// path (/deployments/<name>/), else "unknown". LiveModels names these calls
+// path (/deployments/<name>/), else "unknown". [Hybrid] names these calls
 // as "provider/model".
 //
 // # What is recorded

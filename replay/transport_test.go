@@ -636,7 +636,7 @@ func TestTransportHybridRunsNamedModelsLive(t *testing.T) {
 	require.Equal(t, int64(2), f.requests.Load())
 
 	res, err := replay.Replay(context.Background(), rec.Trace, agent,
-		replay.WithMode(replay.ModeHybrid), replay.LiveModels("anthropic/claude"))
+		replay.Hybrid("anthropic/claude"))
 	require.NoError(t, err)
 	assert.Equal(t, int64(3), f.requests.Load(), "only the live model reached the server")
 	assert.Equal(t, rec.Output, res.Output)

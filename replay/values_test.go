@@ -67,13 +67,14 @@ func TestRecordedInputsAreValueOf(t *testing.T) {
 			res, err := replay.Record(context.Background(), "values", nil, func(ctx context.Context, _ trace.Value) (any, error) {
 				return echo(ctx, c.in)
 			})
+			require.NoError(t, err)
 			if wantErr != nil {
-				require.Error(t, err)
-				assert.ErrorIs(t, err, replay.ErrNotRecordable)
-				assert.Contains(t, err.Error(), wantErr.Error())
+				// The wrapper refused the input; the agent returned that error.
+				require.Error(t, res.Err)
+				assert.ErrorIs(t, res.Err, replay.ErrNotRecordable)
+				assert.Contains(t, res.Err.Error(), wantErr.Error())
 				return
 			}
-			require.NoError(t, err)
 			var got trace.Value
 			for _, ev := range res.Trace.Events {
 				if ev.Type == trace.ToolCall {

@@ -171,7 +171,7 @@ func recordedInput(tr *trace.Trace) trace.Value {
 // frozen replay whose outcome differs from the recording, fails the test at
 // once with replay's report: the first divergence first, naming the recorded
 // step and event, then the (-recorded +actual) difference.
-func Replay(t testing.TB, tr *trace.Trace, agent replay.Agent, opts ...replay.Option) *replay.Result {
+func Replay(t testing.TB, tr *trace.Trace, agent replay.Agent, opts ...replay.ReplayOption) *replay.Result {
 	t.Helper()
 	res, err := replay.Replay(t.Context(), tr, agent, opts...)
 	if err != nil {

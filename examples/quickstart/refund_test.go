@@ -14,8 +14,12 @@ import (
 )
 
 func TestRefundNeedsApproval(t *testing.T) {
-	// Record a run: the model refunds 250 USD and the payment system refuses.
-	rec, _ := replay.Record(t.Context(), "refund", 250.0, agent)
+	// Record a run: the model refunds 250 USD and the payment system refuses
+	// (the agent's error is in rec.Err; err says whether recording failed).
+	rec, err := replay.Record(t.Context(), "refund", 250.0, agent)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	// Fork it where it failed, with the fixed prompt: the tail runs again.
 	v := sftest.Fork(t, rec.Trace, fork.Failure(), agent,

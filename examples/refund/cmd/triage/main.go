@@ -53,7 +53,11 @@ func main() {
 		fmt.Fprintln(os.Stderr, "trace:", rec.Path)
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "triage:", err)
+		fmt.Fprintln(os.Stderr, "triage: recording failed:", err)
+		os.Exit(1)
+	}
+	if rec.Err != nil {
+		fmt.Fprintln(os.Stderr, "triage:", rec.Err)
 		os.Exit(1)
 	}
 }
