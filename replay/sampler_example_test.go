@@ -1,0 +1,41 @@
+package replay_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/stepfork/stepfork/replay"
+)
+
+// A service keeps every failed run of its agent and a tenth of the others,
+// as bundles for a regression corpus. The agent's answers are returned as if
+// nothing recorded them.
+func ExampleSampler() {
+	dir, _ := os.MkdirTemp("", "runs")
+	defer os.RemoveAll(dir)
+
+	agent := replay.Typed(func(ctx context.Context, amount float64) (string, error) {
+		if amount > 100 {
+			return "", errors.New("above the limit")
+		}
+		return "refunded", nil
+	})
+	s := &replay.Sampler{Dir: dir, Keep: replay.FailedPlus(0.1)}
+	for i := range 20 {
+		amount := float64(10 * i) // 11 to 19 fail
+		if _, err := s.Run(context.Background(), "refund", amount, agent); err != nil && i == 19 {
+			fmt.Println("request 19:", err)
+		}
+	}
+	if err := s.Close(context.Background()); err != nil {
+		fmt.Println(err)
+	}
+	saved, _ := filepath.Glob(filepath.Join(dir, "refund-*.sftrace"))
+	fmt.Println("bundles saved:", len(saved))
+	// Output:
+	// request 19: above the limit
+	// bundles saved: 10
+}
