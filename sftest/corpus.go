@@ -205,7 +205,7 @@ func runBundle(t *testing.T, b corpusBundle, agent replay.Agent, check corpusChe
 		outcome = corpus.Changed
 	}
 	if v.Diff != nil && !v.Diff.Equivalent() {
-		firstDiff = divergence(v.Diff)
+		firstDiff = newRenderer().divergence(v.Diff)
 	}
 	return outcome, firstDiff, baseStatus, status, cost
 }

@@ -75,6 +75,7 @@ func Sweep(t *testing.T, base *trace.Trace, at fork.At, agent replay.Agent, vari
 
 // sweepSummary is the table Sweep logs.
 func sweepSummary(sw *fork.Sweep, results []string) string {
+	r := newRenderer()
 	var b strings.Builder
 	fmt.Fprintf(&b, "sweep of %s at %s: %d variant(s)\n", traceName(sw.Base), sw.At, len(sw.Entries))
 	width := len("variant")
@@ -92,12 +93,12 @@ func sweepSummary(sw *fork.Sweep, results []string) string {
 			if e.Err != nil {
 				msg = firstLine(e.Err.Error())
 			}
-			fmt.Fprintf(&b, "  %-*s  %-9s  %-5s  %-9s  %s\n", width, e.Name, "error", res, "-", short(msg))
+			fmt.Fprintf(&b, "  %-*s  %-9s  %-5s  %-9s  %s\n", width, e.Name, "error", res, "-", r.text(msg))
 			continue
 		}
 		what := "none (equivalent to the base)"
 		if !e.Variant.Diff.Equivalent() {
-			what = divergence(e.Variant.Diff)
+			what = r.divergence(e.Variant.Diff)
 		}
 		fmt.Fprintf(&b, "  %-*s  %-9s  %-5s  $%-8.4f  %s\n", width, e.Name, e.Variant.Status, res, e.Variant.IncurredCost, what)
 	}

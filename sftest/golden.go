@@ -10,11 +10,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"unicode/utf8"
 
 	"github.com/hexops/autogold/v2"
 
 	"github.com/stepfork/stepfork/fork"
+	"github.com/stepfork/stepfork/internal/clip"
 	"github.com/stepfork/stepfork/replay"
 	"github.com/stepfork/stepfork/trace"
 	"github.com/stepfork/stepfork/trace/diff"
@@ -93,42 +93,59 @@ func goldenFile(t *testing.T, opts []autogold.Option) string {
 // Nothing in it varies between runs of the same behavior: steps are named by
 // their step numbers, never by event or run ids, and no timestamp or
 // duration is printed. Payloads are canonical JSON (as recorded, so
-// redacted), shortened to 200 characters; any run id, event id, UUID or
-// RFC 3339 time inside a payload is replaced by a numbered placeholder
-// (<run-1>, <evt-1>, <uuid-1>, <time-1>) in order of first appearance.
+// redacted). Any run id, event id or UUID in the text is replaced by a
+// placeholder numbered in order of first appearance (<run-1>, <evt-1>,
+// <uuid-1>), the same id always by the same placeholder; any RFC 3339 time
+// (whatever its number of fractional digits) by <time>, unnumbered, since two
+// times that happen to be equal are a coincidence, not an identity. Only
+// then is a long text cut, to its first 200 characters.
 func Render(v any) (string, error) {
-	var b strings.Builder
+	r := newRenderer()
+	b := &r.b
 	switch x := v.(type) {
 	case *fork.Variant:
 		if x == nil || x.Trace == nil || x.Base == nil {
 			return "", fmt.Errorf("cannot render a nil or incomplete *fork.Variant")
 		}
-		renderVariant(&b, x)
+		r.renderVariant(x)
 	case *replay.Result:
 		if x == nil || x.Trace == nil {
 			return "", fmt.Errorf("cannot render a nil *replay.Result, or one without a trace")
 		}
-		renderResult(&b, x)
+		r.renderResult(x)
 	case *diff.Result:
 		if x == nil {
 			return "", fmt.Errorf("cannot render a nil *diff.Result")
 		}
-		renderDiff(&b, x)
+		r.renderDiff(x)
 	case *trace.Trace:
 		if x == nil {
 			return "", fmt.Errorf("cannot render a nil *trace.Trace")
 		}
-		renderTrace(&b, x)
+		r.renderTrace(x)
 	case *fork.Sweep:
 		if x == nil || x.Base == nil {
 			return "", fmt.Errorf("cannot render a nil *fork.Sweep")
 		}
-		renderSweep(&b, x)
+		r.renderSweep(x)
 	default:
 		return "", fmt.Errorf("cannot render a %T: pass a *fork.Variant, *replay.Result, *diff.Result, *trace.Trace or *fork.Sweep", v)
 	}
-	return normalize(b.String()), nil
+	// Texts that did not go through text or pair (a step's label, a
+	// trace's file name) are normalized here, with the same numbering.
+	return r.normalize(b.String()), nil
 }
+
+// renderer writes a rendering. Every text taken from the runs (payloads,
+// labels, messages) goes through text or pair, which replace its volatile
+// values by placeholders before cutting it, so a cut falls at the same
+// place whatever the width of the values it replaced.
+type renderer struct {
+	b    strings.Builder
+	seen map[string]map[string]string // volatile kind → value → placeholder
+}
+
+func newRenderer() *renderer { return &renderer{seen: map[string]map[string]string{}} }
 
 // ---- rendering ----
 
@@ -139,7 +156,8 @@ func traceName(tr *trace.Trace) string {
 	return "in-memory run of " + strconv.Quote(tr.AgentName)
 }
 
-func renderVariant(b *strings.Builder, v *fork.Variant) {
+func (r *renderer) renderVariant(v *fork.Variant) {
+	b := &r.b
 	fmt.Fprintf(b, "fork of %s at %s: %s\n", traceName(v.Base), v.At.Asked, v.At)
 	if len(v.Changes) == 0 {
 		b.WriteString("change    none (a null fork)\n")
@@ -156,14 +174,14 @@ func renderVariant(b *strings.Builder, v *fork.Variant) {
 				state += fmt.Sprintf(" (+%d more)", c.Applied-len(c.Steps))
 			}
 		}
-		fmt.Fprintf(b, "change    %s (%s)\n", short(c.Change.Wire().Canonical()), state)
+		fmt.Fprintf(b, "change    %s (%s)\n", r.text(c.Change.Wire().Canonical()), state)
 	}
 	status := string(v.Status)
 	if bt := v.Diff.Base.Terminal(); string(bt) != status {
 		status += " (base: " + string(bt) + ")"
 	}
 	if v.Err != nil {
-		status += ": " + short(firstLine(v.Err.Error()))
+		status += ": " + r.text(firstLine(v.Err.Error()))
 	}
 	fmt.Fprintf(b, "status    %s\n", status)
 	policy := v.Policy.String()
@@ -174,57 +192,61 @@ func renderVariant(b *strings.Builder, v *fork.Variant) {
 	fmt.Fprintf(b, "incurred  $%.4f, %d tokens; live: %d model call(s), %d tool call(s); served in the tail: %d memo hit(s), %d replayed tool call(s)\n",
 		v.IncurredCost, v.IncurredTokens, v.LiveModelCalls, v.LiveToolCalls, len(v.MemoHits), len(v.Replayed))
 	for _, s := range v.Suppressed {
-		fmt.Fprintf(b, "blocked   step %d %s '%s' %s: %s\n", s.Step, s.Kind, s.Tool, short(s.Input.Canonical()), s.Reason)
+		fmt.Fprintf(b, "blocked   step %d %s '%s' %s: %s\n", s.Step, s.Kind, s.Tool, r.text(s.Input.Canonical()), s.Reason)
 	}
-	renderDiff(b, v.Diff)
+	r.renderDiff(v.Diff)
 }
 
-func renderResult(b *strings.Builder, r *replay.Result) {
-	mode := string(r.Mode) + " replay"
-	if r.Mode == "" {
+func (r *renderer) renderResult(res *replay.Result) {
+	b := &r.b
+	mode := string(res.Mode) + " replay"
+	if res.Mode == "" {
 		mode = "recording"
 	}
-	fmt.Fprintf(b, "%s of %s: %d call(s) served, %d executed, %d blocked\n", mode, strconv.Quote(r.Trace.AgentName), r.Served, r.Executed, r.Blocked)
-	if r.Divergence != nil {
-		fmt.Fprintf(b, "diverged  %s\n", short(strings.ReplaceAll(r.Divergence.Error(), "\n", " ")))
-	} else if err := r.VerifyComplete(); err != nil {
-		fmt.Fprintf(b, "incomplete %s\n", short(firstLine(err.Error())))
+	fmt.Fprintf(b, "%s of %s: %d call(s) served, %d executed, %d blocked\n", mode, r.text(strconv.Quote(res.Trace.AgentName)), res.Served, res.Executed, res.Blocked)
+	if res.Divergence != nil {
+		fmt.Fprintf(b, "diverged  %s\n", r.text(strings.ReplaceAll(res.Divergence.Error(), "\n", " ")))
+	} else if err := res.VerifyComplete(); err != nil {
+		fmt.Fprintf(b, "incomplete %s\n", r.text(firstLine(err.Error())))
 	}
-	if r.Err != nil {
-		fmt.Fprintf(b, "error     %s\n", short(firstLine(r.Err.Error())))
+	if res.Err != nil {
+		fmt.Fprintf(b, "error     %s\n", r.text(firstLine(res.Err.Error())))
 	}
-	renderTrace(b, r.Trace)
+	r.renderTrace(res.Trace)
 }
 
-func renderTrace(b *strings.Builder, tr *trace.Trace) {
+func (r *renderer) renderTrace(tr *trace.Trace) {
+	b := &r.b
 	d := diff.Runs(tr, tr)
 	fmt.Fprintf(b, "run       %s, %d event(s), %d behavior step(s)\n", d.Variant.Terminal(), d.Variant.Events, d.Variant.Steps)
-	writeSteps(b, d, false)
-	writeOutput(b, d)
+	r.writeSteps(d, false)
+	r.writeOutput(d)
 }
 
-func renderDiff(b *strings.Builder, d *diff.Result) {
+func (r *renderer) renderDiff(d *diff.Result) {
+	b := &r.b
 	if d.Equivalent() {
 		fmt.Fprintf(b, "behavior  equivalent to the base (%d steps)\n", len(d.Steps))
 	} else {
 		fmt.Fprintf(b, "behavior  %d changed, %d added, %d removed, %d unchanged\n", d.Changed, d.Added, d.Removed, d.Unchanged)
-		fmt.Fprintf(b, "diverged  %s\n", divergence(d))
+		fmt.Fprintf(b, "diverged  %s\n", r.divergence(d))
 	}
-	writeSteps(b, d, true)
+	r.writeSteps(d, true)
 	for _, s := range d.State {
 		switch s.Change {
 		case diff.Added:
-			fmt.Fprintf(b, "state     + %s: %s\n", s.Key, short(s.After.Canonical()))
+			fmt.Fprintf(b, "state     + %s: %s\n", s.Key, r.text(s.After.Canonical()))
 		case diff.Removed:
-			fmt.Fprintf(b, "state     - %s (was %s)\n", s.Key, short(s.Before.Canonical()))
+			fmt.Fprintf(b, "state     - %s (was %s)\n", s.Key, r.text(s.Before.Canonical()))
 		default:
-			fmt.Fprintf(b, "state     ~ %s: %s → %s\n", s.Key, short(s.Before.Canonical()), short(s.After.Canonical()))
+			fmt.Fprintf(b, "state     ~ %s: %s → %s\n", s.Key, r.text(s.Before.Canonical()), r.text(s.After.Canonical()))
 		}
 	}
-	writeOutput(b, d)
+	r.writeOutput(d)
 }
 
-func renderSweep(b *strings.Builder, s *fork.Sweep) {
+func (r *renderer) renderSweep(s *fork.Sweep) {
+	b := &r.b
 	fmt.Fprintf(b, "sweep of %s at %s: %s, %d variant(s)\n", traceName(s.Base), s.At.Asked, s.At, len(s.Entries))
 	width := len("variant")
 	for _, e := range s.Entries {
@@ -236,13 +258,13 @@ func renderSweep(b *strings.Builder, s *fork.Sweep) {
 			if e.Err != nil {
 				msg = firstLine(e.Err.Error())
 			}
-			fmt.Fprintf(b, "  %-*s  error: %s\n", width, e.Name, short(msg))
+			fmt.Fprintf(b, "  %-*s  error: %s\n", width, e.Name, r.text(msg))
 			continue
 		}
 		v := e.Variant
 		what := "equivalent to the base"
 		if !v.Diff.Equivalent() {
-			what = "diverged at " + divergence(v.Diff)
+			what = "diverged at " + r.divergence(v.Diff)
 		}
 		fmt.Fprintf(b, "  %-*s  %-9s $%.4f  %s\n", width, e.Name, v.Status, v.IncurredCost, what)
 	}
@@ -250,7 +272,8 @@ func renderSweep(b *strings.Builder, s *fork.Sweep) {
 
 // writeSteps lists the aligned steps of d; marks says whether to mark them
 // as unchanged, changed, added or removed.
-func writeSteps(b *strings.Builder, d *diff.Result, marks bool) {
+func (r *renderer) writeSteps(d *diff.Result, marks bool) {
+	b := &r.b
 	if marks {
 		b.WriteString("steps     (= as in the base, ~ changed, + only in the variant, - only in the base)\n")
 	} else {
@@ -267,7 +290,7 @@ func writeSteps(b *strings.Builder, d *diff.Result, marks bool) {
 			mark = map[diff.Kind]string{diff.Unchanged: "= ", diff.Changed: "~ ", diff.Added: "+ ", diff.Removed: "- "}[s.Kind]
 		}
 		fmt.Fprintf(b, "  %sstep %-3d %-8s %s", mark, side.Step, side.Type, side.Label)
-		if what := stepSummary(side); what != "" {
+		if what := r.stepSummary(side); what != "" {
 			b.WriteString("  ")
 			b.WriteString(what)
 		}
@@ -279,7 +302,8 @@ func writeSteps(b *strings.Builder, d *diff.Result, marks bool) {
 			fmt.Fprintf(b, "      (step %d in the base)\n", s.Base.Step)
 		}
 		for _, c := range s.Changes {
-			fmt.Fprintf(b, "      %s: %s → %s\n", c.Path, valueText(c.Expected), valueText(c.Actual))
+			before, after := r.pair(c.Expected, c.Actual)
+			fmt.Fprintf(b, "      %s: %s → %s\n", c.Path, before, after)
 		}
 	}
 }
@@ -287,24 +311,24 @@ func writeSteps(b *strings.Builder, d *diff.Result, marks bool) {
 // stepSummary is what a step did: a call's status and output, a state
 // write's new value, a decision's or parameter's value, a node's status, an
 // error's message.
-func stepSummary(s *trace.BehaviorStep) string {
+func (r *renderer) stepSummary(s *trace.BehaviorStep) string {
 	p := s.Payload
 	switch s.Type {
 	case trace.StepTool, trace.StepLLM:
 		st, _ := p.Get("status").Str()
-		return st + " " + valueText(p.Get("output"))
+		return st + " " + r.value(p.Get("output"))
 	case trace.StepState:
-		return "= " + valueText(p.Get("after"))
+		return "= " + r.value(p.Get("after"))
 	case trace.StepDecision, trace.StepParam:
-		return "= " + valueText(p.Get("value"))
+		return "= " + r.value(p.Get("value"))
 	case trace.StepNode:
 		st, _ := p.Get("status").Str()
 		if e := p.Get("error"); !e.IsAbsent() && !e.IsNull() {
-			return st + " " + valueText(e)
+			return st + " " + r.value(e)
 		}
 		return st
 	case trace.StepError:
-		return valueText(p.Get("message"))
+		return r.value(p.Get("message"))
 	case trace.StepRun:
 		st, _ := p.Get("run_status").Str()
 		return st
@@ -312,11 +336,12 @@ func stepSummary(s *trace.BehaviorStep) string {
 	return ""
 }
 
-func writeOutput(b *strings.Builder, d *diff.Result) {
+func (r *renderer) writeOutput(d *diff.Result) {
+	b := &r.b
 	for i := len(d.Steps) - 1; i >= 0; i-- {
 		s := d.Steps[i].Variant
 		if s != nil && s.Type == trace.StepRun {
-			fmt.Fprintf(b, "output    %s\n", valueText(s.Payload.Get("output")))
+			fmt.Fprintf(b, "output    %s\n", r.value(s.Payload.Get("output")))
 			return
 		}
 	}
@@ -325,7 +350,7 @@ func writeOutput(b *strings.Builder, d *diff.Result) {
 
 // divergence describes the first divergence of d in one line, naming its
 // step: "step 7: llm 'fake/fake-1' changed: input.system …".
-func divergence(d *diff.Result) string {
+func (r *renderer) divergence(d *diff.Result) string {
 	dv := d.Divergence
 	if dv == nil {
 		return "nowhere: the runs are equivalent"
@@ -343,7 +368,8 @@ func divergence(d *diff.Result) string {
 	text := fmt.Sprintf("step %d: %s '%s' changed", dv.Variant.Step, dv.Variant.Type, dv.Variant.Label)
 	if len(sd.Changes) > 0 {
 		c := sd.Changes[0]
-		text += fmt.Sprintf(": %s %s → %s", c.Path, valueText(c.Expected), valueText(c.Actual))
+		before, after := r.pair(c.Expected, c.Actual)
+		text += fmt.Sprintf(": %s %s → %s", c.Path, before, after)
 		if n := len(sd.Changes) - 1; n > 0 {
 			text += fmt.Sprintf(" (+%d more)", n)
 		}
@@ -351,52 +377,60 @@ func divergence(d *diff.Result) string {
 	return text
 }
 
-func valueText(v trace.Value) string {
+func (r *renderer) value(v trace.Value) string {
+	return clip.Head(r.absentOr(v), textLimit)
+}
+
+// textLimit is how many characters of a text a rendering shows.
+const textLimit = 200
+
+// text is s with its volatile values replaced (normalize), then cut to
+// textLimit characters.
+func (r *renderer) text(s string) string {
+	return clip.Head(r.normalize(s), textLimit)
+}
+
+// pair is the canonical JSON of a changed value before and after,
+// normalized, then cut.
+func (r *renderer) pair(before, after trace.Value) (string, string) {
+	return clip.Head(r.absentOr(before), textLimit), clip.Head(r.absentOr(after), textLimit)
+}
+
+// absentOr is the normalized canonical JSON of v, or "(absent)".
+func (r *renderer) absentOr(v trace.Value) string {
 	if v.IsAbsent() {
 		return "(absent)"
 	}
-	return short(v.Canonical())
-}
-
-// short cuts s to 200 characters, or just past a volatile value (an id or
-// a time) that straddles the cut, so that normalize still recognizes it.
-func short(s string) string {
-	const limit = 200
-	if utf8.RuneCountInString(s) <= limit {
-		return s
-	}
-	cut := len(string([]rune(s)[:limit]))
-	for _, v := range volatile {
-		for _, m := range v.re.FindAllStringIndex(s, -1) {
-			if m[0] < cut && m[1] > cut {
-				cut = m[1]
-			}
-		}
-	}
-	if cut >= len(s) {
-		return s
-	}
-	return s[:cut] + "…"
+	return r.normalize(v.Canonical())
 }
 
 // ---- normalization ----
 
 var volatile = []struct {
-	re   *regexp.Regexp
-	name string
+	re       *regexp.Regexp
+	name     string
+	numbered bool // each distinct value its own placeholder
 }{
-	{regexp.MustCompile(`\brun_[0-9a-f]{32}\b`), "run"},
-	{regexp.MustCompile(`\bevt_[0-9a-f]{32}\b`), "evt"},
-	{regexp.MustCompile(`\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b`), "uuid"},
-	{regexp.MustCompile(`\b\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})`), "time"},
+	{regexp.MustCompile(`\brun_[0-9a-f]{32}\b`), "run", true},
+	{regexp.MustCompile(`\bevt_[0-9a-f]{32}\b`), "evt", true},
+	{regexp.MustCompile(`\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b`), "uuid", true},
+	{regexp.MustCompile(`\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})`), "time", false},
 }
 
-// normalize replaces the run ids, event ids, UUIDs and times in s by
-// placeholders numbered in order of first appearance, so that the same value
-// gets the same placeholder everywhere.
-func normalize(s string) string {
+// normalize replaces the run ids, event ids and UUIDs in s by placeholders
+// numbered in order of first appearance in the rendering, so that the same
+// value gets the same placeholder everywhere, and times by <time>.
+func (r *renderer) normalize(s string) string {
 	for _, v := range volatile {
-		seen := map[string]string{}
+		if !v.numbered {
+			s = v.re.ReplaceAllLiteralString(s, "<"+v.name+">")
+			continue
+		}
+		seen := r.seen[v.name]
+		if seen == nil {
+			seen = map[string]string{}
+			r.seen[v.name] = seen
+		}
 		s = v.re.ReplaceAllStringFunc(s, func(m string) string {
 			p, ok := seen[m]
 			if !ok {

@@ -355,8 +355,8 @@ func TestRender(t *testing.T) {
 	}
 }
 
-// Ids, run ids, UUIDs and times inside payloads become numbered
-// placeholders, the same value always the same one.
+// Ids, run ids and UUIDs inside payloads become numbered placeholders, the
+// same value always the same one; times of any width become <time>.
 func TestRenderNormalizes(t *testing.T) {
 	t.Parallel()
 	b := trace.NewBuilder("ids")
@@ -367,13 +367,14 @@ func TestRenderNormalizes(t *testing.T) {
 		"id":   "5f0c8a53-1b7e-4c1e-9a0e-3b8f2d6c7a10",
 		"same": "5f0c8a53-1b7e-4c1e-9a0e-3b8f2d6c7a10",
 		"at":   "2026-03-14T09:30:00.123456Z",
+		"also": []string{"2026-03-14T09:30:00Z", "2026-03-14 09:30:00.1+00:00", "2026-03-14T09:30:00.123456789-07:00"},
 	})
 	b.RunEnd(trace.RunCompleted, "ok")
 	text, err := sftest.Render(b.MustTrace())
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"at":"<time-1>","evt":"<evt-1>","id":"<uuid-1>","run":"<run-1>","same":"<uuid-1>`
+	want := `{"also":["<time>","<time>","<time>"],"at":"<time>","evt":"<evt-1>","id":"<uuid-1>","run":"<run-1>","same":"<uuid-1>`
 	if !strings.Contains(text, want) {
 		t.Errorf("rendering:\n%s\nwant it to contain %s", text, want)
 	}

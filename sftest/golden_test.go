@@ -1,0 +1,151 @@
+package sftest_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/stepfork/stepfork/fork"
+	"github.com/stepfork/stepfork/replay"
+	"github.com/stepfork/stepfork/sftest"
+)
+
+// stamped is a lookup result the way services return them: a fresh id, a
+// time written as RFC 3339 drops its trailing zeros (so its width varies
+// from run to run), and a long text after them that a golden must cut.
+type stamped struct {
+	At    string `json:"at"`
+	ID    string `json:"id"`
+	Query string `json:"query"`
+	Text  string `json:"text"`
+}
+
+// randomTime is a time with 0 to 9 fractional digits, as RFC3339Nano
+// writes it (no trailing zero), each call a second later than the last so
+// that no two are equal.
+func randomTime() string {
+	digits := rand.IntN(10)
+	frac := 0
+	if digits > 0 {
+		frac = (rand.IntN(pow10(digits-1))*10 + 1 + rand.IntN(9)) * pow10(9-digits)
+	}
+	t := time.Now().UTC().Truncate(time.Second).Add(time.Duration(ticks.Add(1)) * time.Second)
+	return t.Add(time.Duration(frac)).Format(time.RFC3339Nano)
+}
+
+var ticks atomic.Int64
+
+func pow10(n int) int {
+	p := 1
+	for range n {
+		p *= 10
+	}
+	return p
+}
+
+// stampedAgent makes two lookups in flight at once, on two goroutines: the
+// second starts once the first is running and the first returns once the
+// second is running, so both calls are recorded before either result, and
+// their results are recorded in either order (a served call, whose body
+// never runs, is over before the other goes on). It also mints an id with replay.NewID and reads the clock with
+// replay.Now.
+func stampedAgent() replay.Agent {
+	lookup := replay.Tool("lookup", func(ctx context.Context, q string) (stamped, error) {
+		if s, ok := ctx.Value(signalKey{}).(signal); ok {
+			close(s.running)
+			select { // the other call is recorded once its body runs, or over if served
+			case <-s.otherRunning:
+			case <-s.otherDone:
+			}
+		} else if s, ok := ctx.Value(signalKey{}).(chan struct{}); ok {
+			close(s)
+		}
+		time.Sleep(time.Duration(rand.IntN(300)) * time.Microsecond)
+		return stamped{At: randomTime(), ID: uuid.NewString(), Query: q, Text: strings.Repeat("The policy allows refunds. ", 12)}, nil
+	})
+	return replay.Typed(func(ctx context.Context, q string) (map[string]any, error) {
+		ticket := replay.NewID(ctx)
+		started := replay.Now(ctx)
+		var (
+			wg         sync.WaitGroup
+			a, b       stamped
+			errA, errB error
+		)
+		aRunning, aDone := make(chan struct{}), make(chan struct{})
+		bRunning, bDone := make(chan struct{}), make(chan struct{})
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			defer close(aDone)
+			a, errA = lookup(context.WithValue(ctx, signalKey{}, signal{aRunning, bRunning, bDone}), q+" policy")
+		}()
+		go func() {
+			defer wg.Done()
+			defer close(bDone)
+			select { // a served call never runs its body: then it is over
+			case <-aRunning:
+			case <-aDone:
+			}
+			b, errB = lookup(context.WithValue(ctx, signalKey{}, bRunning), q+" history")
+		}()
+		wg.Wait()
+		if errA != nil {
+			return nil, errA
+		}
+		if errB != nil {
+			return nil, errB
+		}
+		return map[string]any{"ticket": ticket, "started": started.Format(time.RFC3339Nano), "policy": a, "history": b}, nil
+	})
+}
+
+type signalKey struct{}
+
+// signal is what the first lookup is given: it closes running when its body
+// runs, then waits until the second lookup's body runs or its call is over.
+type signal struct{ running, otherRunning, otherDone chan struct{} }
+
+// A golden of a recorded run is the same run after run although every
+// recording has fresh ids, times of another width and results in another
+// order: ids and times are normalised before anything is cut. Run it with
+// -count=50.
+func TestGoldenStable(t *testing.T) {
+	t.Parallel()
+	res, err := replay.Record(t.Context(), "stamped", "refund", stampedAgent())
+	if err != nil || res.Err != nil {
+		t.Fatalf("recording: %v, %v", err, res.Err)
+	}
+	t.Run("trace", func(t *testing.T) {
+		t.Parallel()
+		sftest.Golden(t, res.Trace)
+	})
+	t.Run("fork", func(t *testing.T) {
+		t.Parallel()
+		// The whole run again, live: every id and time differs from the base.
+		v := sftest.Fork(t, res.Trace, fork.Start(), stampedAgent(), fork.Allow("lookup"))
+		sftest.Golden(t, v)
+	})
+}
+
+// randomTime writes every width.
+func TestRandomTimeWidths(t *testing.T) {
+	t.Parallel()
+	widths := map[int]bool{}
+	for range 1000 {
+		s := randomTime()
+		w := 0
+		if _, frac, ok := strings.Cut(strings.TrimSuffix(s, "Z"), "."); ok {
+			w = len(frac)
+		}
+		widths[w] = true
+	}
+	if len(widths) != 10 {
+		t.Errorf("fractional widths %v, want 0 to 9", widths)
+	}
+}
