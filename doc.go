@@ -58,10 +58,10 @@
 //     first divergence. With no session in the context every wrapper is a
 //     plain pass-through, so production code pays nothing.
 //   - [github.com/stepfork/stepfork/fork] makes new runs out of recorded
-//     ones: fork.Trace is a static fork (a prefix with overridden outputs and
-//     provenance); fork.Run is a counterfactual fork (prefix served, tail
-//     executed under changes, side effects guarded); fork.Each is a sweep of
-//     named variants at one point.
+//     ones: fork.Run is a counterfactual fork (prefix served, tail executed
+//     under changes, side effects guarded); fork.Each is a sweep of named
+//     variants at one point; fork.Trace is a static fork (the run kept
+//     through a step, outputs overridden, provenance recorded).
 //   - [github.com/stepfork/stepfork/assert] holds trajectory and
 //     counterfactual assertions in testify's style (assert.ToolCalled,
 //     assert.Completed, assert.StateChanged, …), accepting cmp.Option.

@@ -201,14 +201,12 @@ func Example_recordAndReplay() {
 func Example_forkAtStepWithOverride() {
 	ctx := context.Background()
 	base := mustLoad("testdata/example-refund-failure.sftrace")
-	res, err := fork.Trace(base, fork.AtStep(12), fork.Options{
-		Overrides: []fork.Override{fork.OverrideStep(12, Receipt{RefundID: "rf_manual_7"})},
-	})
+	res, err := fork.Trace(base, fork.ThroughStep(12), fork.Override(fork.OnStep(12), Receipt{RefundID: "rf_manual_7"}))
 	if err != nil {
 		log.Fatal(err)
 	}
 	ev := res.Trace.Events[12]
-	fmt.Println("fork keeps", res.ForkedEventCount, "of", res.OriginalEventCount, "events, up to", res.ForkPointEventID)
+	fmt.Println("fork keeps", res.ForkedEventCount, "of", res.OriginalEventCount, "events, up to", res.Info.ForkPointEventID)
 	fmt.Println("step 12:", ev.Type, ev.Name, ev.Status, ev.Output)
 
 	d := newDesk(shippedPrompt)

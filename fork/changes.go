@@ -9,59 +9,50 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/stepfork/stepfork/replay"
 	"github.com/stepfork/stepfork/trace"
 )
 
-// ErrInvalidChange is matched by the error of a change that cannot be
-// applied to the base run (a target that does not exist or lies in the
-// served prefix, a value that cannot be recorded, a malformed wire form).
-var ErrInvalidChange = errors.New("invalid change")
-
-// ErrConflict is matched by the error of a set of changes in which two
-// write the same thing.
-var ErrConflict = errors.New("conflicting changes")
-
-// ChangeError is the error of a change that cannot be applied.
-type ChangeError struct {
-	Change string // the change's description
-	Msg    string
+// changeError is the error of a change that cannot be applied: the change's
+// description, then what is wrong. It matches [ErrInvalidChange].
+type changeError struct {
+	change string
+	msg    string
 }
 
-// Error returns the error message.
-func (e *ChangeError) Error() string { return e.Change + ": " + e.Msg }
+func (e *changeError) Error() string        { return e.change + ": " + e.msg }
+func (e *changeError) Is(target error) bool { return target == ErrInvalidChange }
 
-// Is makes every ChangeError match ErrInvalidChange.
-func (e *ChangeError) Is(target error) bool { return target == ErrInvalidChange }
-
-// ConflictError lists the pairs of changes that write the same thing, one
-// line each ("prompt of 'write' and prompt of 'write' both write
-// prompt:write. Drop one — …").
-type ConflictError struct{ Conflicts []string }
-
-// Error returns the error message.
-func (e *ConflictError) Error() string {
-	return "conflicting changes:\n  " + strings.Join(e.Conflicts, "\n  ")
+func changeErrf(change, format string, args ...any) *changeError {
+	return &changeError{change: change, msg: fmt.Sprintf(format, args...)}
 }
 
-// Is makes every ConflictError match ErrConflict.
-func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
+// conflictError lists the pairs of changes that write the same thing, one
+// line each. It matches [ErrConflict].
+type conflictError struct{ lines []string }
 
-// All is the target of a Prompt, Model or Temperature change that applies to
-// every model call of the tail.
+func (e *conflictError) Error() string {
+	return "conflicting changes:\n  " + strings.Join(e.lines, "\n  ")
+}
+
+func (e *conflictError) Is(target error) bool { return target == ErrConflict }
+
+// All is the target of a [Prompt], [Model] or [Temperature] change that
+// applies to every model call of the tail.
 const All = "*"
 
-// A Change is one thing a counterfactual fork changes about the base run.
-// Changes are plain values with a stable wire form (Wire: snake_case JSON
-// with a "kind" discriminator, recorded in the variant's fork.json and read
-// back by ParseChanges), and they are Options, so they are passed to Run
-// directly:
+// A Change is one thing a counterfactual fork changes about the base run:
+// [ToolResult], [LLMResponse], [Prompt], [Model], [Temperature], [State],
+// [Decision], [DecisionOnce], [Param], [HumanResponse] or [ChangeFunc].
+// Changes are plain values with a stable wire form (snake_case JSON with a
+// "kind" discriminator, recorded in the variant's fork.json and read back by
+// [Reproduce]), and they are Options, so they are passed to [Run] and
+// [Each] directly:
 //
 //	fork.Run(ctx, base, fork.Failure(), agent, fork.Prompt("decide", "…"), fork.Memoize())
 //
 // Every change acts on the tail only. Two changes that write the same thing
 // are refused before anything runs, naming both. A change whose target
-// matches nothing in the tail is reported as unused in Variant.Changes.
+// matches nothing in the tail is reported as unused in [Variant.Changes].
 type Change interface {
 	Option
 	// Describe names the change for people: "prompt of 'write'".
@@ -86,13 +77,59 @@ const (
 	ckHuman
 )
 
+// claimNames are the claim families as conflict messages print them.
+var claimNames = [...]string{ckToolResult: "output:tool", ckLLMResponse: "output:llm", ckPrompt: "prompt", ckModel: "model",
+	ckTemperature: "temperature", ckState: "state", ckDecision: "decision", ckParam: "param", ckHuman: "human_response"}
+
+// claim is one thing a change writes: a kind and what it is keyed by (node
+// or model label, tool name, state key, decision, parameter or approval
+// name). Output changes also claim an occurrence; every says that the claim
+// covers every occurrence (an output of every call of that name) or every
+// name (an answer to every approval), and so overlaps the single ones of its
+// kind.
+type claim struct {
+	kind  ckind
+	name  string
+	occ   int
+	every bool
+}
+
+// String is the claim as conflict messages print it: "prompt:write",
+// "output:tool:search#2", "output:tool:search#*", "human_response:*".
+func (c claim) String() string {
+	s := claimNames[c.kind] + ":"
+	switch {
+	case c.kind == ckToolResult || c.kind == ckLLMResponse:
+		s += c.name + "#"
+		if c.every {
+			return s + "*"
+		}
+		return s + strconv.Itoa(c.occ)
+	case c.every:
+		return s + "*"
+	}
+	return s + c.name
+}
+
+// overlaps reports whether a claim that covers every occurrence or name of
+// its kind (c.every) covers o.
+func (c claim) overlaps(o claim) bool {
+	if !c.every || c == o || c.kind != o.kind {
+		return false
+	}
+	if c.kind == ckHuman {
+		return true
+	}
+	return c.name == o.name
+}
+
 // bound is a change resolved against a base run and a fork point: what it
 // matches and the value it applies. The counters are per variant run.
 type bound struct {
 	change Change
 	kind   ckind
 	desc   string
-	claims []string
+	claims []claim
 
 	label  string // output changes: tool name or model label; agent changes: target
 	occ    int    // output changes: occurrence, 0 for every tail call
@@ -115,57 +152,85 @@ func (b *bound) hit(step int) {
 	}
 }
 
-// Target addresses a recorded tool or model call for ToolResult and
-// LLMResponse: by step or event id of the call (or of its result) in the
-// base run, or by name and occurrence. Build it with OnStep, OnEvent or
-// OnCall.
+type targetKind uint8
+
+const (
+	targetStep targetKind = iota
+	targetEvent
+	targetCall
+)
+
+// Target addresses a recorded tool or model call: for the output changes
+// [ToolResult] and [LLMResponse] of a counterfactual fork, and for the
+// [Override]s of a static one. Build it with [OnStep], [OnEvent] or
+// [OnCall].
 type Target struct {
-	Step    int  // when HasStep
-	HasStep bool //
-	EventID string
-	// Name is the tool name, or the model label ("provider/model", or the
-	// model alone); Occurrence is 1-based among the run's calls of that
-	// name, 0 for every call of the tail.
-	Name       string
-	Occurrence int
+	kind targetKind
+	step int
+	id   string
+	name string
+	occ  int
 }
 
 // OnStep targets the call at step n of the base run (the call event or its
 // result).
-func OnStep(n int) Target { return Target{Step: n, HasStep: true} }
+func OnStep(n int) Target { return Target{kind: targetStep, step: n} }
 
 // OnEvent targets the call with the given event id (the call event or its
 // result).
-func OnEvent(id string) Target { return Target{EventID: id} }
+func OnEvent(id string) Target { return Target{kind: targetEvent, id: id} }
 
 // OnCall targets call occurrence (1-based; 0 for every call in the tail) of
-// the tool or model name.
-func OnCall(name string, occurrence int) Target { return Target{Name: name, Occurrence: occurrence} }
+// the tool name, or of the model label ("provider/model", or the model
+// alone).
+func OnCall(name string, occurrence int) Target {
+	return Target{kind: targetCall, name: name, occ: occurrence}
+}
 
-// String describes the target ("step 5", "event evt_1", "'search' call 2").
+// String describes the target ("step 5", "event evt_1", "'search' call 2",
+// "every 'search' call").
 func (t Target) String() string {
 	switch {
-	case t.HasStep:
-		return "step " + strconv.Itoa(t.Step)
-	case t.EventID != "":
-		return "event " + t.EventID
-	case t.Occurrence == 0:
-		return fmt.Sprintf("every '%s' call", t.Name)
+	case t.kind == targetStep:
+		return "step " + strconv.Itoa(t.step)
+	case t.kind == targetEvent:
+		return "event " + t.id
+	case t.occ == 0:
+		return fmt.Sprintf("every '%s' call", t.name)
 	}
-	return fmt.Sprintf("'%s' call %d", t.Name, t.Occurrence)
+	return fmt.Sprintf("'%s' call %d", t.name, t.occ)
 }
 
+// wire is {"step":…}, {"event_id":…} or {"name":…,"occurrence":…}.
 func (t Target) wire() trace.Value {
-	switch {
-	case t.HasStep:
-		return obj("step", trace.IntValue(int64(t.Step)))
-	case t.EventID != "":
-		return obj("event_id", trace.StringValue(t.EventID))
+	switch t.kind {
+	case targetStep:
+		return obj("step", trace.IntValue(int64(t.step)))
+	case targetEvent:
+		return obj("event_id", trace.StringValue(t.id))
 	}
-	return obj("name", trace.StringValue(t.Name), "occurrence", trace.IntValue(int64(t.Occurrence)))
+	return obj("name", trace.StringValue(t.name), "occurrence", trace.IntValue(int64(t.occ)))
 }
 
-// obj builds a JSON object from key, value pairs.
+func parseTarget(v trace.Value) (Target, error) {
+	if v.Kind() != trace.Object {
+		return Target{}, errors.New("\"target\" must be an object with step, event_id, or name and occurrence")
+	}
+	if s, ok := v.Get("step").Int(); ok {
+		return OnStep(int(s)), nil
+	}
+	if id, ok := v.Get("event_id").Str(); ok {
+		return OnEvent(id), nil
+	}
+	name, ok := v.Get("name").Str()
+	if !ok {
+		return Target{}, errors.New("\"target\" must have step, event_id, or name and occurrence")
+	}
+	occ, _ := v.Get("occurrence").Int()
+	return OnCall(name, int(occ)), nil
+}
+
+// obj builds a JSON object from key, value pairs, leaving absent values out.
 func obj(kv ...any) trace.Value {
 	ms := make([]trace.Member, 0, len(kv)/2)
 	for i := 0; i+1 < len(kv); i += 2 {
@@ -190,8 +255,6 @@ func toValue(x any) (trace.Value, error) {
 	return trace.ValueOf(x)
 }
 
-func valueOrNull(x any) (trace.Value, error) { return toValue(x) }
-
 // short is a value's canonical JSON cut to 40 characters.
 func short(v trace.Value) string {
 	s := v.Canonical()
@@ -208,118 +271,223 @@ func short(v trace.Value) string {
 	return s
 }
 
+// ---- the wire form ----
+
+// wireFields reads the members of one change's wire form. Each kind's
+// parser (next to its type) reads its keys through it, every one
+// unconditionally, so the keys a kind accepts are exactly the keys its
+// parser reads: parseChange refuses any other.
+type wireFields struct {
+	v    trace.Value
+	kind string
+	read []string
+	err  error
+}
+
+func (f *wireFields) get(k string) trace.Value {
+	f.read = append(f.read, k)
+	return f.v.Get(k)
+}
+
+func (f *wireFields) fail(format string, args ...any) {
+	if f.err == nil {
+		f.err = fmt.Errorf("%s change: "+format, append([]any{f.kind}, args...)...)
+	}
+}
+
+// str reads a string member; optional ones may be absent ("").
+func (f *wireFields) str(k string, optional bool) string {
+	x := f.get(k)
+	s, ok := x.Str()
+	if !ok && !(optional && x.IsAbsent()) {
+		f.fail("%q must be a string", k)
+	}
+	return s
+}
+
+// payload reads a JSON value; an absent one is null.
+func (f *wireFields) payload(k string) trace.Value {
+	p := f.get(k)
+	if p.IsAbsent() {
+		return trace.NullValue
+	}
+	return p
+}
+
+func (f *wireFields) target() Target {
+	t, err := parseTarget(f.get("target"))
+	if err != nil {
+		f.fail("%v", err)
+	}
+	return t
+}
+
+// changeKinds maps each wire kind to the parser of its type.
+var changeKinds = map[string]func(f *wireFields) Change{
+	"tool_result":    parseToolResult,
+	"llm_response":   parseLLMResponse,
+	"prompt":         parsePrompt,
+	"model":          parseModel,
+	"temperature":    parseTemperature,
+	"state":          parseState,
+	"decision":       parseDecision,
+	"param":          parseParam,
+	"human_response": parseHumanResponse,
+}
+
+// wireChanges is the wire form of a list of changes: a JSON array of their
+// Wire values.
+func wireChanges(changes []Change) trace.Value {
+	es := make([]trace.Value, len(changes))
+	for i, c := range changes {
+		es[i] = c.Wire()
+	}
+	v, _ := trace.ArrayValue(es...)
+	return v
+}
+
+// parseChanges reads changes back from their wire form (a JSON array of
+// Wire values, as fork.json records them). Unknown kinds and fields are
+// refused, naming the entry.
+func parseChanges(v trace.Value) ([]Change, error) {
+	if v.Kind() != trace.Array {
+		return nil, changeErrf("changes", "the wire form is a JSON array of changes, got %s", short(v))
+	}
+	var out []Change
+	for i, e := range v.Elems() {
+		c, err := parseChange(e)
+		if err != nil {
+			return nil, changeErrf(fmt.Sprintf("changes[%d]", i), "%v", err)
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+func parseChange(v trace.Value) (Change, error) {
+	if v.Kind() != trace.Object {
+		return nil, fmt.Errorf("a change is a JSON object, got %s", short(v))
+	}
+	kind, _ := v.Get("kind").Str()
+	parse, ok := changeKinds[kind]
+	if !ok {
+		return nil, fmt.Errorf("unknown kind %s", short(v.Get("kind")))
+	}
+	f := &wireFields{v: v, kind: kind, read: []string{"kind"}}
+	c := parse(f)
+	for k := range v.Members() {
+		if !slices.Contains(f.read, k) {
+			return nil, fmt.Errorf("%s change has no field %q", kind, k)
+		}
+	}
+	if f.err != nil {
+		return nil, f.err
+	}
+	return c, nil
+}
+
+// addChange is what every change does as an Option of Run and Each.
+func addChange(cfg *config, c Change) { cfg.changes = append(cfg.changes, c) }
+
 // ---- output substitutions ----
 
-// ToolResultChange substitutes what a tool call of the tail returns: the
-// call is served Output without executing (and without the side-effect
-// guard, since nothing touches the world).
-type ToolResultChange struct {
-	Target Target
-	Output trace.Value
+// outputChange substitutes what a tool call (ToolResult) or a model call
+// (LLMResponse) of the tail returns.
+type outputChange struct {
+	llm    bool
+	target Target
+	output trace.Value
 	err    error
 }
 
-// ToolResult substitutes output (a trace.Value, or anything trace.ValueOf
-// accepts) for what the targeted tool call returns.
-func ToolResult(target Target, output any) ToolResultChange {
-	v, err := valueOrNull(output)
-	return ToolResultChange{Target: target, Output: v, err: err}
+// ToolResult substitutes output (a [trace.Value], or anything
+// [trace.ValueOf] accepts) for what the targeted tool call of the tail
+// returns: the call is served output without executing, and without the
+// side-effect guard, since nothing touches the world.
+func ToolResult(target Target, output any) Change {
+	v, err := toValue(output)
+	return outputChange{target: target, output: v, err: err}
 }
 
-func (c ToolResultChange) apply(cfg *config) { cfg.changes = append(cfg.changes, c) }
-
-// Describe is "tool result of step 5" or "tool result of 'search' call 2".
-func (c ToolResultChange) Describe() string { return "tool result of " + c.Target.String() }
-
-// Wire is {"kind":"tool_result","target":{…},"output":…}.
-func (c ToolResultChange) Wire() trace.Value {
-	return obj("kind", trace.StringValue("tool_result"), "target", c.Target.wire(), "output", c.Output)
+// LLMResponse substitutes output for what the targeted model call of the
+// tail returns (the llm_response output, e.g. a [replay.Response] as JSON
+// for [replay.LLM]): the call is served output without calling the model.
+func LLMResponse(target Target, output any) Change {
+	v, err := toValue(output)
+	return outputChange{llm: true, target: target, output: v, err: err}
 }
 
-func (c ToolResultChange) bind(ix *index, at Resolved) (*bound, error) {
-	return bindOutput(c, ix, at, replay.KindTool, c.Target, c.Output, c.err)
-}
+func (c outputChange) applyRun(cfg *config)  { addChange(cfg, c) }
+func (c outputChange) applyEach(cfg *config) { addChange(cfg, c) }
 
-// LLMResponseChange substitutes what a model call of the tail returns (the
-// llm_response output, e.g. a replay.Response as JSON for replay.LLM). The
-// call is served Output without calling the model.
-type LLMResponseChange struct {
-	Target Target
-	Output trace.Value
-	err    error
-}
-
-// LLMResponse substitutes output for what the targeted model call returns.
-func LLMResponse(target Target, output any) LLMResponseChange {
-	v, err := valueOrNull(output)
-	return LLMResponseChange{Target: target, Output: v, err: err}
-}
-
-func (c LLMResponseChange) apply(cfg *config) { cfg.changes = append(cfg.changes, c) }
-
-// Describe is "model response of step 5" or "model response of 'openai/gpt-4o' call 1".
-func (c LLMResponseChange) Describe() string { return "model response of " + c.Target.String() }
-
-// Wire is {"kind":"llm_response","target":{…},"output":…}.
-func (c LLMResponseChange) Wire() trace.Value {
-	return obj("kind", trace.StringValue("llm_response"), "target", c.Target.wire(), "output", c.Output)
-}
-
-func (c LLMResponseChange) bind(ix *index, at Resolved) (*bound, error) {
-	return bindOutput(c, ix, at, replay.KindLLM, c.Target, c.Output, c.err)
-}
-
-func bindOutput(c Change, ix *index, at Resolved, kind replay.CallKind, t Target, out trace.Value, verr error) (*bound, error) {
-	desc := c.Describe()
-	fail := func(format string, args ...any) (*bound, error) {
-		return nil, &ChangeError{Change: desc, Msg: fmt.Sprintf(format, args...)}
+func (c outputChange) wireKind() string {
+	if c.llm {
+		return "llm_response"
 	}
-	if verr != nil {
-		return fail("the output cannot be recorded: %v", verr)
+	return "tool_result"
+}
+
+// Describe is "tool result of step 5" or "model response of 'openai/gpt-4o' call 1".
+func (c outputChange) Describe() string {
+	if c.llm {
+		return "model response of " + c.target.String()
+	}
+	return "tool result of " + c.target.String()
+}
+
+// Wire is {"kind":"tool_result"|"llm_response","target":{…},"output":…}.
+func (c outputChange) Wire() trace.Value {
+	return obj("kind", trace.StringValue(c.wireKind()), "target", c.target.wire(), "output", c.output)
+}
+
+func parseToolResult(f *wireFields) Change {
+	return outputChange{target: f.target(), output: f.payload("output")}
+}
+
+func parseLLMResponse(f *wireFields) Change {
+	return outputChange{llm: true, target: f.target(), output: f.payload("output")}
+}
+
+func (c outputChange) bind(ix *index, at Resolved) (*bound, error) {
+	desc := c.Describe()
+	fail := func(format string, args ...any) (*bound, error) { return nil, changeErrf(desc, format, args...) }
+	if c.err != nil {
+		return fail("the output cannot be recorded: %v", c.err)
 	}
 	ck, what, callType, resultType := ckToolResult, "tool", trace.ToolCall, trace.ToolResult
-	if kind == replay.KindLLM {
+	if c.llm {
 		ck, what, callType, resultType = ckLLMResponse, "model", trace.LLMRequest, trace.LLMResponse
 	}
-	b := &bound{change: c, kind: ck, value: out}
+	b := &bound{change: c, kind: ck, value: c.output}
+	t := c.target
 	evs := ix.tr.Events
 	i := -1
-	switch {
-	case t.HasStep && t.EventID != "":
-		return fail("a target is a step or an event id, not both")
-	case t.HasStep:
+	switch t.kind {
+	case targetStep:
 		for j := range evs {
-			if evs[j].Step == t.Step {
+			if evs[j].Step == t.step {
 				i = j
 				break
 			}
 		}
 		if i < 0 {
-			return fail("no event at step %d in the base run", t.Step)
+			return fail("no event at step %d in the base run", t.step)
 		}
-	case t.EventID != "":
-		j, ok := ix.byID[t.EventID]
+	case targetEvent:
+		j, ok := ix.byID[t.id]
 		if !ok {
-			return fail("no event '%s' in the base run", t.EventID)
+			return fail("no event '%s' in the base run", t.id)
 		}
 		i = int(j)
 	default:
-		if t.Name == "" {
-			return fail("the target names no call: use fork.OnStep, fork.OnEvent or fork.OnCall")
+		if t.name == "" {
+			return fail("the target names no call: give fork.OnCall a tool name or a model label")
 		}
-		if t.Occurrence < 0 {
-			return fail("occurrence %d does not exist: occurrences are 1-based (0 for every call of the tail)", t.Occurrence)
+		if t.occ < 0 {
+			return fail("occurrence %d does not exist: occurrences are 1-based (0 for every call of the tail)", t.occ)
 		}
-		b.label, b.occ = t.Name, t.Occurrence
-		b.desc = fmt.Sprintf("%s result of %s", what, t)
-		if kind == replay.KindLLM {
-			b.desc = "model response of " + t.String()
-		}
-		occ := "*"
-		if t.Occurrence > 0 {
-			occ = strconv.Itoa(t.Occurrence)
-		}
-		b.claims = []string{fmt.Sprintf("output:%s:%s#%s", kind, t.Name, occ)}
+		b.label, b.occ, b.desc = t.name, t.occ, desc
+		b.claims = []claim{{kind: ck, name: t.name, occ: t.occ, every: t.occ == 0}}
 		return b, nil
 	}
 	call := i
@@ -336,126 +504,126 @@ func bindOutput(c Change, ix *index, at Resolved, kind replay.CallKind, t Target
 	_, b.label = callIdentity(&evs[call])
 	b.occ = int(ix.occ[call])
 	b.desc = fmt.Sprintf("%s of '%s' call %d (step %d)", strings.TrimSuffix(desc, " of "+t.String()), b.label, b.occ, evs[call].Step)
-	b.claims = []string{fmt.Sprintf("output:%s:%s#%d", kind, b.label, b.occ)}
+	b.claims = []claim{{kind: ck, name: b.label, occ: b.occ}}
 	return b, nil
 }
 
 // ---- agent changes: prompt, model, temperature ----
 
-// PromptChange replaces the system prompt of the tail's model calls that
-// match Target (a node name, a model label or model, or All).
-type PromptChange struct{ Target, Text string }
+// requestChange patches the requests of the tail's model calls that match
+// its target (a node name, a model label or model, or All): the system
+// prompt (Prompt), the model (Model) or the temperature (Temperature).
+type requestChange struct {
+	kind   ckind // ckPrompt, ckModel or ckTemperature
+	target string
+	text   string // the prompt or the model
+	temp   float64
+}
 
 // Prompt replaces the system prompt of the matching model calls of the tail.
 //
-// The request is patched, not the agent: for replay.LLM's request the
-// "system" field; for raw bodies (replay.LLMRaw) Anthropic's "system", or the
-// first message with role "system" of an OpenAI-style "messages" list (one
-// is prepended when there is none). A call made inside node target, with the
-// model label or model target, or any call for All, matches; when several
-// changes of a kind match one call, the node's wins over the label's, which
-// wins over All.
-func Prompt(target, text string) PromptChange { return PromptChange{Target: target, Text: text} }
-
-func (c PromptChange) apply(cfg *config) { cfg.changes = append(cfg.changes, c) }
-
-// Describe is "prompt of 'write'".
-func (c PromptChange) Describe() string { return fmt.Sprintf("prompt of '%s'", c.Target) }
-
-// Wire is {"kind":"prompt","target":…,"system_prompt":…}.
-func (c PromptChange) Wire() trace.Value {
-	return obj("kind", trace.StringValue("prompt"), "target", trace.StringValue(c.Target), "system_prompt", trace.StringValue(c.Text))
+// The request is patched, not the agent: for [replay.LLM]'s request the
+// "system" field; for raw bodies ([replay.LLMRaw]) Anthropic's "system", or
+// the first message with role "system" of an OpenAI-style "messages" list
+// (one is prepended when there is none). A call made inside node target,
+// with the model label or model target, or any call for [All], matches;
+// when several changes of a kind match one call, the node's wins over the
+// label's, which wins over All.
+func Prompt(target, text string) Change {
+	return requestChange{kind: ckPrompt, target: target, text: text}
 }
-
-func (c PromptChange) bind(*index, Resolved) (*bound, error) {
-	if c.Target == "" {
-		return nil, &ChangeError{Change: c.Describe(), Msg: "the target is empty: name a node, a model, or fork.All"}
-	}
-	return &bound{change: c, kind: ckPrompt, desc: c.Describe(), label: c.Target, text: c.Text,
-		claims: []string{"prompt:" + c.Target}}, nil
-}
-
-// ModelChange swaps the model of the tail's model calls that match Target.
-type ModelChange struct{ Target, Model string }
 
 // Model makes the matching model calls of the tail use model (the call's
-// model, and the "model" field of a raw body). Targets match as for Prompt.
-func Model(target, model string) ModelChange { return ModelChange{Target: target, Model: model} }
-
-func (c ModelChange) apply(cfg *config) { cfg.changes = append(cfg.changes, c) }
-
-// Describe is "model of 'write' → gpt-4o".
-func (c ModelChange) Describe() string { return fmt.Sprintf("model of '%s' → %s", c.Target, c.Model) }
-
-// Wire is {"kind":"model","target":…,"model":…}.
-func (c ModelChange) Wire() trace.Value {
-	return obj("kind", trace.StringValue("model"), "target", trace.StringValue(c.Target), "model", trace.StringValue(c.Model))
-}
-
-func (c ModelChange) bind(*index, Resolved) (*bound, error) {
-	switch {
-	case c.Target == "":
-		return nil, &ChangeError{Change: c.Describe(), Msg: "the target is empty: name a node, a model, or fork.All"}
-	case c.Model == "":
-		return nil, &ChangeError{Change: c.Describe(), Msg: "the model is empty"}
-	}
-	return &bound{change: c, kind: ckModel, desc: c.Describe(), label: c.Target, text: c.Model,
-		claims: []string{"model:" + c.Target}}, nil
-}
-
-// TemperatureChange sets the sampling temperature of the tail's model calls
-// that match Target.
-type TemperatureChange struct {
-	Target      string
-	Temperature float64
+// model, and the "model" field of a raw body). Targets match as for
+// [Prompt].
+func Model(target, model string) Change {
+	return requestChange{kind: ckModel, target: target, text: model}
 }
 
 // Temperature sets the "temperature" field of the matching model calls'
-// requests (0 ≤ t ≤ 2). Targets match as for Prompt.
-func Temperature(target string, t float64) TemperatureChange {
-	return TemperatureChange{Target: target, Temperature: t}
+// requests (0 ≤ t ≤ 2). Targets match as for [Prompt].
+func Temperature(target string, t float64) Change {
+	return requestChange{kind: ckTemperature, target: target, temp: t}
 }
 
-func (c TemperatureChange) apply(cfg *config) { cfg.changes = append(cfg.changes, c) }
+func (c requestChange) applyRun(cfg *config)  { addChange(cfg, c) }
+func (c requestChange) applyEach(cfg *config) { addChange(cfg, c) }
 
-// Describe is "temperature of 'write' → 0.7".
-func (c TemperatureChange) Describe() string {
-	return fmt.Sprintf("temperature of '%s' → %s", c.Target, strconv.FormatFloat(c.Temperature, 'g', -1, 64))
+// Describe is "prompt of 'write'", "model of 'write' → gpt-4o" or
+// "temperature of 'write' → 0.7".
+func (c requestChange) Describe() string {
+	switch c.kind {
+	case ckPrompt:
+		return fmt.Sprintf("prompt of '%s'", c.target)
+	case ckModel:
+		return fmt.Sprintf("model of '%s' → %s", c.target, c.text)
+	}
+	return fmt.Sprintf("temperature of '%s' → %s", c.target, strconv.FormatFloat(c.temp, 'g', -1, 64))
 }
 
-// Wire is {"kind":"temperature","target":…,"temperature":…}.
-func (c TemperatureChange) Wire() trace.Value {
-	t, err := trace.FloatValue(c.Temperature)
+// Wire is {"kind":"prompt","target":…,"system_prompt":…},
+// {"kind":"model","target":…,"model":…} or
+// {"kind":"temperature","target":…,"temperature":…}.
+func (c requestChange) Wire() trace.Value {
+	target := trace.StringValue(c.target)
+	switch c.kind {
+	case ckPrompt:
+		return obj("kind", trace.StringValue("prompt"), "target", target, "system_prompt", trace.StringValue(c.text))
+	case ckModel:
+		return obj("kind", trace.StringValue("model"), "target", target, "model", trace.StringValue(c.text))
+	}
+	t, err := trace.FloatValue(c.temp)
 	if err != nil {
 		t = trace.NullValue
 	}
-	return obj("kind", trace.StringValue("temperature"), "target", trace.StringValue(c.Target), "temperature", t)
+	return obj("kind", trace.StringValue("temperature"), "target", target, "temperature", t)
 }
 
-func (c TemperatureChange) bind(*index, Resolved) (*bound, error) {
-	switch {
-	case c.Target == "":
-		return nil, &ChangeError{Change: c.Describe(), Msg: "the target is empty: name a node, a model, or fork.All"}
-	case math.IsNaN(c.Temperature) || c.Temperature < 0 || c.Temperature > 2:
-		return nil, &ChangeError{Change: c.Describe(), Msg: "a temperature is between 0 and 2"}
+func parsePrompt(f *wireFields) Change {
+	return requestChange{kind: ckPrompt, target: f.str("target", false), text: f.str("system_prompt", false)}
+}
+
+func parseModel(f *wireFields) Change {
+	return requestChange{kind: ckModel, target: f.str("target", false), text: f.str("model", false)}
+}
+
+func parseTemperature(f *wireFields) Change {
+	c := requestChange{kind: ckTemperature, target: f.str("target", false)}
+	t, ok := f.get("temperature").Float()
+	if !ok {
+		f.fail("%q must be a number", "temperature")
 	}
-	return &bound{change: c, kind: ckTemperature, desc: c.Describe(), label: c.Target, temp: c.Temperature,
-		claims: []string{"temperature:" + c.Target}}, nil
+	c.temp = t
+	return c
+}
+
+func (c requestChange) bind(*index, Resolved) (*bound, error) {
+	switch {
+	case c.target == "":
+		return nil, changeErrf(c.Describe(), "the target is empty: name a node, a model, or fork.All")
+	case c.kind == ckModel && c.text == "":
+		return nil, changeErrf(c.Describe(), "the model is empty")
+	case c.kind == ckTemperature && (math.IsNaN(c.temp) || c.temp < 0 || c.temp > 2):
+		return nil, changeErrf(c.Describe(), "a temperature is between 0 and 2")
+	}
+	return &bound{change: c, kind: c.kind, desc: c.Describe(), label: c.target, text: c.text, temp: c.temp,
+		claims: []claim{{kind: c.kind, name: c.target}}}, nil
 }
 
 // ---- state, decisions, parameters, approvals ----
 
 // State patches the state the agent reads in the tail: the first
-// replay.Read of a key in Set (at or after the fork point) returns the new
-// value, and of a key in Delete returns the zero value with the key deleted;
-// each is recorded as a state_change. Values are trace.Values or anything
-// trace.ValueOf accepts.
+// [replay.Read] of a key in Set (at or after the fork point) returns the
+// new value, and of a key in Delete returns the zero value with the key
+// deleted; each is recorded as a state_change. Values are [trace.Value]s or
+// anything [trace.ValueOf] accepts.
 type State struct {
 	Set    map[string]any
 	Delete []string
 }
 
-func (c State) apply(cfg *config) { cfg.changes = append(cfg.changes, c) }
+func (c State) applyRun(cfg *config)  { addChange(cfg, c) }
+func (c State) applyEach(cfg *config) { addChange(cfg, c) }
 
 func (c State) keys() []string {
 	keys := make([]string, 0, len(c.Set))
@@ -505,11 +673,35 @@ func (c State) Wire() trace.Value {
 	return obj("kind", trace.StringValue("state"), "set", set, "delete", del)
 }
 
+func parseState(f *wireFields) Change {
+	var s State
+	if set := f.get("set"); !set.IsAbsent() {
+		if set.Kind() != trace.Object {
+			f.fail("%q must be an object", "set")
+		}
+		s.Set = map[string]any{}
+		for k, x := range set.Members() {
+			s.Set[k] = x
+		}
+	}
+	if del := f.get("delete"); !del.IsAbsent() {
+		if del.Kind() != trace.Array {
+			f.fail("%q must be an array of keys", "delete")
+		}
+		for _, k := range del.Elems() {
+			ks, ok := k.Str()
+			if !ok {
+				f.fail("%q must be an array of keys", "delete")
+			}
+			s.Delete = append(s.Delete, ks)
+		}
+	}
+	return s
+}
+
 func (c State) bind(*index, Resolved) (*bound, error) {
 	b := &bound{change: c, kind: ckState, desc: c.Describe()}
-	fail := func(format string, args ...any) (*bound, error) {
-		return nil, &ChangeError{Change: b.desc, Msg: fmt.Sprintf(format, args...)}
-	}
+	fail := func(format string, args ...any) (*bound, error) { return nil, changeErrf(b.desc, format, args...) }
 	for _, k := range c.keys() {
 		if k == "" || strings.HasPrefix(k, "@") {
 			return fail("state key %q is not allowed: keys are non-empty and do not start with '@'", k)
@@ -519,7 +711,7 @@ func (c State) bind(*index, Resolved) (*bound, error) {
 			return fail("the value of '%s' cannot be recorded: %v", k, err)
 		}
 		b.set = append(b.set, trace.Member{Key: k, Value: v})
-		b.claims = append(b.claims, "state:"+k)
+		b.claims = append(b.claims, claim{kind: ckState, name: k})
 	}
 	for _, k := range c.Delete {
 		if _, both := c.Set[k]; both {
@@ -529,7 +721,7 @@ func (c State) bind(*index, Resolved) (*bound, error) {
 			return fail("state key %q is not allowed: keys are non-empty and do not start with '@'", k)
 		}
 		b.delete = append(b.delete, k)
-		b.claims = append(b.claims, "state:"+k)
+		b.claims = append(b.claims, claim{kind: ckState, name: k})
 	}
 	if len(b.claims) == 0 {
 		return fail("it sets and deletes nothing")
@@ -537,134 +729,116 @@ func (c State) bind(*index, Resolved) (*bound, error) {
 	return b, nil
 }
 
-// DecisionChange forces the value of a decision (replay.Decide) in the tail.
-type DecisionChange struct {
-	Name     string
-	Value    trace.Value
-	OnlyOnce bool // force the first decision of that name in the tail only
-	err      error
-}
-
-// Decision forces every replay.Decide of name in the tail to return value
-// (recorded with "forced":true). Use Once to force only the first.
-func Decision(name string, value any) DecisionChange {
-	v, err := valueOrNull(value)
-	return DecisionChange{Name: name, Value: v, err: err}
-}
-
-// Once returns the change forcing only the first decision of its name in
-// the tail; later ones are made by the agent.
-func (c DecisionChange) Once() DecisionChange { c.OnlyOnce = true; return c }
-
-func (c DecisionChange) apply(cfg *config) { cfg.changes = append(cfg.changes, c) }
-
-// Describe is `decision 'route' → "premium"`, with ", once" when only the
-// first is forced.
-func (c DecisionChange) Describe() string {
-	d := fmt.Sprintf("decision '%s' → %s", c.Name, short(c.Value))
-	if c.OnlyOnce {
-		d += ", once"
-	}
-	return d
-}
-
-// Wire is {"kind":"decision","name":…,"value":…} with "once":true when set.
-func (c DecisionChange) Wire() trace.Value {
-	var once trace.Value
-	if c.OnlyOnce {
-		once = trace.TrueValue
-	}
-	return obj("kind", trace.StringValue("decision"), "name", trace.StringValue(c.Name), "value", c.Value, "once", once)
-}
-
-func (c DecisionChange) bind(*index, Resolved) (*bound, error) {
-	switch {
-	case c.Name == "":
-		return nil, &ChangeError{Change: c.Describe(), Msg: "the decision name is empty"}
-	case c.err != nil:
-		return nil, &ChangeError{Change: c.Describe(), Msg: "the value cannot be recorded: " + c.err.Error()}
-	}
-	return &bound{change: c, kind: ckDecision, desc: c.Describe(), name: c.Name, value: c.Value, once: c.OnlyOnce,
-		claims: []string{"decision:" + c.Name}}, nil
-}
-
-// ParamChange sets a parameter (replay.Param) the agent reads in the tail.
-type ParamChange struct {
-	Name  string
-	Value trace.Value
+// valueChange gives a named runtime value of the tail: a decision
+// (Decision, DecisionOnce), a parameter (Param) or an approval's answer
+// (HumanResponse).
+type valueChange struct {
+	kind  ckind // ckDecision, ckParam or ckHuman
+	name  string
+	value trace.Value
+	once  bool
 	err   error
 }
 
-// Param makes every replay.Param of name in the tail return value.
-func Param(name string, value any) ParamChange {
-	v, err := valueOrNull(value)
-	return ParamChange{Name: name, Value: v, err: err}
+func newValueChange(kind ckind, name string, value any, once bool) valueChange {
+	v, err := toValue(value)
+	return valueChange{kind: kind, name: name, value: v, once: once, err: err}
 }
 
-func (c ParamChange) apply(cfg *config) { cfg.changes = append(cfg.changes, c) }
+// Decision forces every [replay.Decide] of name in the tail to return value
+// (recorded with "forced":true). [DecisionOnce] forces only the first.
+func Decision(name string, value any) Change { return newValueChange(ckDecision, name, value, false) }
 
-// Describe is "param 'max_results' → 5".
-func (c ParamChange) Describe() string {
-	return fmt.Sprintf("param '%s' → %s", c.Name, short(c.Value))
+// DecisionOnce forces the first [replay.Decide] of name in the tail to
+// return value; later ones are made by the agent.
+func DecisionOnce(name string, value any) Change {
+	return newValueChange(ckDecision, name, value, true)
 }
 
-// Wire is {"kind":"param","name":…,"value":…}.
-func (c ParamChange) Wire() trace.Value {
-	return obj("kind", trace.StringValue("param"), "name", trace.StringValue(c.Name), "value", c.Value)
-}
+// Param makes every [replay.Param] of name in the tail return value.
+func Param(name string, value any) Change { return newValueChange(ckParam, name, value, false) }
 
-func (c ParamChange) bind(*index, Resolved) (*bound, error) {
-	switch {
-	case c.Name == "":
-		return nil, &ChangeError{Change: c.Describe(), Msg: "the parameter name is empty"}
-	case c.err != nil:
-		return nil, &ChangeError{Change: c.Describe(), Msg: "the value cannot be recorded: " + c.err.Error()}
-	}
-	return &bound{change: c, kind: ckParam, desc: c.Describe(), name: c.Name, value: c.Value,
-		claims: []string{"param:" + c.Name}}, nil
-}
-
-// HumanResponseChange answers approvals (replay.Approve) in the tail.
-type HumanResponseChange struct {
-	Decision string // the approval's name; "" answers every approval
-	Data     trace.Value
-	err      error
-}
-
-// HumanResponse answers every replay.Approve named decision in the tail
-// with data ("" answers every approval). Without it, an approval of the tail
-// is served the base run's recorded answer when there is one, and is
+// HumanResponse answers every [replay.Approve] named decision in the tail
+// with data ("" answers every approval). Without it, an approval of the
+// tail is served the base run's recorded answer when there is one, and is
 // blocked otherwise.
-func HumanResponse(decision string, data any) HumanResponseChange {
-	v, err := valueOrNull(data)
-	return HumanResponseChange{Decision: decision, Data: v, err: err}
+func HumanResponse(decision string, data any) Change {
+	return newValueChange(ckHuman, decision, data, false)
 }
 
-func (c HumanResponseChange) apply(cfg *config) { cfg.changes = append(cfg.changes, c) }
+func (c valueChange) applyRun(cfg *config)  { addChange(cfg, c) }
+func (c valueChange) applyEach(cfg *config) { addChange(cfg, c) }
 
-// Describe is "human response to 'refund' → true".
-func (c HumanResponseChange) Describe() string {
-	if c.Decision == "" {
-		return "human response to every approval → " + short(c.Data)
+// Describe is `decision 'route' → "premium"` (with ", once" for
+// DecisionOnce), "param 'max_results' → 5" or "human response to 'refund'
+// → true".
+func (c valueChange) Describe() string {
+	switch c.kind {
+	case ckDecision:
+		d := fmt.Sprintf("decision '%s' → %s", c.name, short(c.value))
+		if c.once {
+			d += ", once"
+		}
+		return d
+	case ckParam:
+		return fmt.Sprintf("param '%s' → %s", c.name, short(c.value))
 	}
-	return fmt.Sprintf("human response to '%s' → %s", c.Decision, short(c.Data))
+	if c.name == "" {
+		return "human response to every approval → " + short(c.value)
+	}
+	return fmt.Sprintf("human response to '%s' → %s", c.name, short(c.value))
 }
 
-// Wire is {"kind":"human_response","decision":…,"data":…}.
-func (c HumanResponseChange) Wire() trace.Value {
-	return obj("kind", trace.StringValue("human_response"), "decision", trace.StringValue(c.Decision), "data", c.Data)
+// Wire is {"kind":"decision","name":…,"value":…} (with "once":true for
+// DecisionOnce), {"kind":"param","name":…,"value":…} or
+// {"kind":"human_response","decision":…,"data":…}.
+func (c valueChange) Wire() trace.Value {
+	name := trace.StringValue(c.name)
+	switch c.kind {
+	case ckDecision:
+		var once trace.Value
+		if c.once {
+			once = trace.TrueValue
+		}
+		return obj("kind", trace.StringValue("decision"), "name", name, "value", c.value, "once", once)
+	case ckParam:
+		return obj("kind", trace.StringValue("param"), "name", name, "value", c.value)
+	}
+	return obj("kind", trace.StringValue("human_response"), "decision", name, "data", c.value)
 }
 
-func (c HumanResponseChange) bind(*index, Resolved) (*bound, error) {
-	if c.err != nil {
-		return nil, &ChangeError{Change: c.Describe(), Msg: "the data cannot be recorded: " + c.err.Error()}
+func parseDecision(f *wireFields) Change {
+	c := valueChange{kind: ckDecision, name: f.str("name", false), value: f.payload("value")}
+	if o := f.get("once"); !o.IsAbsent() {
+		b, ok := o.BoolOf()
+		if !ok {
+			f.fail("%q must be a boolean", "once")
+		}
+		c.once = b
 	}
-	claim := "human_response:" + c.Decision
-	if c.Decision == "" {
-		claim = "human_response:*"
+	return c
+}
+
+func parseParam(f *wireFields) Change {
+	return valueChange{kind: ckParam, name: f.str("name", false), value: f.payload("value")}
+}
+
+func parseHumanResponse(f *wireFields) Change {
+	return valueChange{kind: ckHuman, name: f.str("decision", true), value: f.payload("data")}
+}
+
+func (c valueChange) bind(*index, Resolved) (*bound, error) {
+	what := map[ckind]string{ckDecision: "value", ckParam: "value", ckHuman: "data"}[c.kind]
+	switch {
+	case c.kind == ckDecision && c.name == "":
+		return nil, changeErrf(c.Describe(), "the decision name is empty")
+	case c.kind == ckParam && c.name == "":
+		return nil, changeErrf(c.Describe(), "the parameter name is empty")
+	case c.err != nil:
+		return nil, changeErrf(c.Describe(), "the %s cannot be recorded: %v", what, c.err)
 	}
-	return &bound{change: c, kind: ckHuman, desc: c.Describe(), name: c.Decision, value: c.Data,
-		claims: []string{claim}}, nil
+	return &bound{change: c, kind: c.kind, desc: c.Describe(), name: c.name, value: c.value, once: c.once,
+		claims: []claim{{kind: c.kind, name: c.name, every: c.kind == ckHuman && c.name == ""}}}, nil
 }
 
 // ---- changes computed from the fork point ----
@@ -679,7 +853,8 @@ type changeFunc struct{ f func(Resolved) Change }
 // The variant records the change f returned.
 func ChangeFunc(f func(p Resolved) Change) Change { return changeFunc{f} }
 
-func (c changeFunc) apply(cfg *config) { cfg.changes = append(cfg.changes, c) }
+func (c changeFunc) applyRun(cfg *config)  { addChange(cfg, c) }
+func (c changeFunc) applyEach(cfg *config) { addChange(cfg, c) }
 
 // Describe is "a change computed from the fork point".
 func (c changeFunc) Describe() string { return "a change computed from the fork point" }
@@ -689,14 +864,14 @@ func (c changeFunc) Wire() trace.Value { return obj("kind", trace.StringValue("f
 
 func (c changeFunc) bind(ix *index, at Resolved) (*bound, error) {
 	if c.f == nil {
-		return nil, &ChangeError{Change: c.Describe(), Msg: "the function is nil"}
+		return nil, changeErrf(c.Describe(), "the function is nil")
 	}
 	got := c.f(at)
 	if got == nil {
-		return nil, &ChangeError{Change: c.Describe(), Msg: "the function returned no change for " + at.String()}
+		return nil, changeErrf(c.Describe(), "the function returned no change for %s", at)
 	}
 	if _, nested := got.(changeFunc); nested {
-		return nil, &ChangeError{Change: c.Describe(), Msg: "the function returned another ChangeFunc"}
+		return nil, changeErrf(c.Describe(), "the function returned another ChangeFunc")
 	}
 	return got.bind(ix, at)
 }
@@ -722,40 +897,33 @@ func bindAll(ix *index, at Resolved, changes []Change) ([]*bound, error) {
 	return out, nil
 }
 
+// conflicts refuses two changes with the same claim, and a claim on every
+// occurrence (or every approval) beside a claim on one of them.
 func conflicts(bs []*bound) error {
-	owner := map[string]*bound{}
+	owner := map[claim]*bound{}
 	var lines []string
-	report := func(a, b *bound, claim string) {
+	report := func(a, b *bound, c claim) {
 		lines = append(lines, fmt.Sprintf("%s and %s both write %s. Drop one — a fork applies changes by kind, not in order, so which would win is not defined.",
-			a.desc, b.desc, claim))
+			a.desc, b.desc, c))
 	}
 	for _, b := range bs {
-		for _, claim := range b.claims {
-			if a, ok := owner[claim]; ok {
-				report(a, b, claim)
+		for _, c := range b.claims {
+			if a, ok := owner[c]; ok {
+				report(a, b, c)
 				continue
 			}
-			owner[claim] = b
+			owner[c] = b
 		}
 	}
-	// "Every call" output changes overlap the single-call ones of the same
-	// name; an approval answer for all overlaps the named ones.
-	for _, b := range bs {
-		for _, claim := range b.claims {
-			family, all := strings.CutSuffix(claim, "#*")
-			if !all && claim != "human_response:*" {
-				continue
-			}
-			if claim == "human_response:*" {
-				family = "human_response:"
-			}
-			for _, a := range bs {
-				if a == b {
+	for bi, b := range bs {
+		for _, c := range b.claims {
+			for ai, a := range bs {
+				if ai == bi {
 					continue
 				}
 				for _, ac := range a.claims {
-					if ac != claim && strings.HasPrefix(ac, family) && a.kind == b.kind {
-						if slices.Index(bs, a) < slices.Index(bs, b) {
+					if c.overlaps(ac) {
+						if ai < bi {
 							report(a, b, ac)
 						} else {
 							report(b, a, ac)
@@ -766,177 +934,7 @@ func conflicts(bs []*bound) error {
 		}
 	}
 	if len(lines) > 0 {
-		return &ConflictError{Conflicts: lines}
+		return &conflictError{lines: lines}
 	}
 	return nil
-}
-
-// WireChanges is the wire form of a list of changes: a JSON array of their
-// Wire values.
-func WireChanges(changes []Change) trace.Value {
-	es := make([]trace.Value, len(changes))
-	for i, c := range changes {
-		es[i] = c.Wire()
-	}
-	v, _ := trace.ArrayValue(es...)
-	return v
-}
-
-// ParseChanges reads changes back from their wire form (a JSON array of
-// Wire values, as fork.json records them). Unknown kinds and fields are
-// refused, naming the entry.
-func ParseChanges(v trace.Value) ([]Change, error) {
-	if v.Kind() != trace.Array {
-		return nil, &ChangeError{Change: "changes", Msg: "the wire form is a JSON array of changes, got " + short(v)}
-	}
-	var out []Change
-	for i, e := range v.Elems() {
-		c, err := parseChange(e)
-		if err != nil {
-			return nil, &ChangeError{Change: fmt.Sprintf("changes[%d]", i), Msg: err.Error()}
-		}
-		out = append(out, c)
-	}
-	return out, nil
-}
-
-func parseChange(v trace.Value) (Change, error) {
-	if v.Kind() != trace.Object {
-		return nil, fmt.Errorf("a change is a JSON object, got %s", short(v))
-	}
-	kind, _ := v.Get("kind").Str()
-	allowed := map[string][]string{
-		"tool_result":    {"target", "output"},
-		"llm_response":   {"target", "output"},
-		"prompt":         {"target", "system_prompt"},
-		"model":          {"target", "model"},
-		"temperature":    {"target", "temperature"},
-		"state":          {"set", "delete"},
-		"decision":       {"name", "value", "once"},
-		"param":          {"name", "value"},
-		"human_response": {"decision", "data"},
-	}
-	fields, ok := allowed[kind]
-	if !ok {
-		return nil, fmt.Errorf("unknown kind %s", short(v.Get("kind")))
-	}
-	for k := range v.Members() {
-		if k != "kind" && !slices.Contains(fields, k) {
-			return nil, fmt.Errorf("%s change has no field %q", kind, k)
-		}
-	}
-	str := func(k string) (string, error) {
-		s, ok := v.Get(k).Str()
-		if !ok {
-			return "", fmt.Errorf("%s change: %q must be a string", kind, k)
-		}
-		return s, nil
-	}
-	payload := func(k string) trace.Value {
-		p := v.Get(k)
-		if p.IsAbsent() {
-			return trace.NullValue
-		}
-		return p
-	}
-	switch kind {
-	case "tool_result", "llm_response":
-		t, err := parseTarget(v.Get("target"))
-		if err != nil {
-			return nil, fmt.Errorf("%s change: %w", kind, err)
-		}
-		if kind == "tool_result" {
-			return ToolResultChange{Target: t, Output: payload("output")}, nil
-		}
-		return LLMResponseChange{Target: t, Output: payload("output")}, nil
-	case "prompt", "model":
-		target, err := str("target")
-		if err != nil {
-			return nil, err
-		}
-		if kind == "prompt" {
-			text, err := str("system_prompt")
-			return PromptChange{Target: target, Text: text}, err
-		}
-		m, err := str("model")
-		return ModelChange{Target: target, Model: m}, err
-	case "temperature":
-		target, err := str("target")
-		if err != nil {
-			return nil, err
-		}
-		t, ok := v.Get("temperature").Float()
-		if !ok {
-			return nil, errors.New("temperature change: \"temperature\" must be a number")
-		}
-		return TemperatureChange{Target: target, Temperature: t}, nil
-	case "state":
-		var s State
-		if set := v.Get("set"); !set.IsAbsent() {
-			if set.Kind() != trace.Object {
-				return nil, errors.New("state change: \"set\" must be an object")
-			}
-			s.Set = map[string]any{}
-			for k, x := range set.Members() {
-				s.Set[k] = x
-			}
-		}
-		if del := v.Get("delete"); !del.IsAbsent() {
-			if del.Kind() != trace.Array {
-				return nil, errors.New("state change: \"delete\" must be an array of keys")
-			}
-			for _, k := range del.Elems() {
-				ks, ok := k.Str()
-				if !ok {
-					return nil, errors.New("state change: \"delete\" must be an array of keys")
-				}
-				s.Delete = append(s.Delete, ks)
-			}
-		}
-		return s, nil
-	case "decision":
-		name, err := str("name")
-		if err != nil {
-			return nil, err
-		}
-		d := DecisionChange{Name: name, Value: payload("value")}
-		if o := v.Get("once"); !o.IsAbsent() {
-			b, ok := o.BoolOf()
-			if !ok {
-				return nil, errors.New("decision change: \"once\" must be a boolean")
-			}
-			d.OnlyOnce = b
-		}
-		return d, nil
-	case "param":
-		name, err := str("name")
-		return ParamChange{Name: name, Value: payload("value")}, err
-	default: // human_response
-		d := ""
-		if x := v.Get("decision"); !x.IsAbsent() {
-			var err error
-			if d, err = str("decision"); err != nil {
-				return nil, err
-			}
-		}
-		return HumanResponseChange{Decision: d, Data: payload("data")}, nil
-	}
-}
-
-func parseTarget(v trace.Value) (Target, error) {
-	if v.Kind() != trace.Object {
-		return Target{}, errors.New("\"target\" must be an object with step, event_id, or name and occurrence")
-	}
-	if s, ok := v.Get("step").Int(); ok {
-		return OnStep(int(s)), nil
-	}
-	if id, ok := v.Get("event_id").Str(); ok {
-		return OnEvent(id), nil
-	}
-	name, ok := v.Get("name").Str()
-	if !ok {
-		return Target{}, errors.New("\"target\" must have step, event_id, or name and occurrence")
-	}
-	occ, _ := v.Get("occurrence").Int()
-	return OnCall(name, int(occ)), nil
 }

@@ -23,7 +23,7 @@ func TestChangeWireForms(t *testing.T) {
 		Model("write", "gpt-4o"),
 		Temperature(All, 0.7),
 		State{Set: map[string]any{"tone": "formal", "a": 1}, Delete: []string{"old"}},
-		Decision("route", "publish").Once(),
+		DecisionOnce("route", "publish"),
 		Param("max_words", 50),
 		HumanResponse("publish", false),
 		HumanResponse("", true),
@@ -39,11 +39,11 @@ func TestChangeWireForms(t *testing.T) {
 		`{"kind":"param","name":"max_words","value":50},` +
 		`{"data":false,"decision":"publish","kind":"human_response"},` +
 		`{"data":true,"decision":"","kind":"human_response"}]`
-	wire := WireChanges(changes)
+	wire := wireChanges(changes)
 	assert.Equal(t, want, wire.Canonical())
-	back, err := ParseChanges(wire)
+	back, err := parseChanges(wire)
 	require.NoError(t, err)
-	assert.Equal(t, wire, WireChanges(back), "the wire form round-trips")
+	assert.Equal(t, wire, wireChanges(back), "the wire form round-trips")
 
 	descs := []string{
 		"tool result of step 4", "tool result of 'search' call 2", "model response of event evt_1", "prompt of 'write'",
@@ -56,7 +56,7 @@ func TestChangeWireForms(t *testing.T) {
 	}
 
 	for _, bad := range []string{`{}`, `[{"kind":"nope"}]`, `[{"kind":"prompt","target":"w","text":"x"}]`, `[{"kind":"tool_result","target":3}]`, `[1]`} {
-		_, err := ParseChanges(trace.MustParse(bad))
+		_, err := parseChanges(trace.MustParse(bad))
 		assert.ErrorIs(t, err, ErrInvalidChange, bad)
 	}
 }
@@ -67,29 +67,29 @@ func TestChangeErrors(t *testing.T) {
 	tests := []struct {
 		name    string
 		at      At
-		changes []Option
+		changes []RunOption
 		want    string
 		is      error
 	}{
-		{"conflict", Start(), []Option{Prompt("write", "a"), Prompt("write", "b")},
+		{"conflict", Start(), []RunOption{Prompt("write", "a"), Prompt("write", "b")},
 			"conflicting changes:\n  prompt of 'write' and prompt of 'write' both write prompt:write. Drop one — a fork applies changes by kind, not in order, so which would win is not defined.", ErrConflict},
-		{"every call overlaps one call", Start(), []Option{ToolResult(OnCall("search", 0), 1), ToolResult(OnStep(4), 2)},
+		{"every call overlaps one call", Start(), []RunOption{ToolResult(OnCall("search", 0), 1), ToolResult(OnStep(4), 2)},
 			"conflicting changes:\n  tool result of every 'search' call and tool result of 'search' call 1 (step 4) both write output:tool:search#1. Drop one — a fork applies changes by kind, not in order, so which would win is not defined.", ErrConflict},
-		{"state key twice", Start(), []Option{State{Set: map[string]any{"tone": "a"}}, State{Delete: []string{"tone"}}},
+		{"state key twice", Start(), []RunOption{State{Set: map[string]any{"tone": "a"}}, State{Delete: []string{"tone"}}},
 			"conflicting changes:\n  state set tone and state delete tone both write state:tone. Drop one — a fork applies changes by kind, not in order, so which would win is not defined.", ErrConflict},
-		{"target in prefix", BeforeNode("write", 1), []Option{ToolResult(OnStep(4), 1)},
+		{"target in prefix", BeforeNode("write", 1), []RunOption{ToolResult(OnStep(4), 1)},
 			"tool result of step 4: step 4 is in the served prefix (the fork starts at step 14), and a change only acts on the tail. Fork at or before it (fork.Step(4)) to change it.", ErrInvalidChange},
-		{"target of another kind", Start(), []Option{ToolResult(OnStep(15), 1)},
+		{"target of another kind", Start(), []RunOption{ToolResult(OnStep(15), 1)},
 			"tool result of step 15: step 15 is a 'llm_request' event, not a tool call or its result", ErrInvalidChange},
-		{"no such step", Start(), []Option{LLMResponse(OnStep(99), 1)},
+		{"no such step", Start(), []RunOption{LLMResponse(OnStep(99), 1)},
 			"model response of step 99: no event at step 99 in the base run", ErrInvalidChange},
-		{"set and delete", Start(), []Option{State{Set: map[string]any{"tone": "a"}, Delete: []string{"tone"}}},
+		{"set and delete", Start(), []RunOption{State{Set: map[string]any{"tone": "a"}, Delete: []string{"tone"}}},
 			"state set tone and delete tone: 'tone' is both set and deleted; keep one", ErrInvalidChange},
-		{"temperature", Start(), []Option{Temperature("write", 3)},
+		{"temperature", Start(), []RunOption{Temperature("write", 3)},
 			"temperature of 'write' → 3: a temperature is between 0 and 2", ErrInvalidChange},
-		{"empty target", Start(), []Option{Prompt("", "x")},
+		{"empty target", Start(), []RunOption{Prompt("", "x")},
 			"prompt of '': the target is empty: name a node, a model, or fork.All", ErrInvalidChange},
-		{"nil change func", Start(), []Option{ChangeFunc(func(Resolved) Change { return nil })},
+		{"nil change func", Start(), []RunOption{ChangeFunc(func(Resolved) Change { return nil })},
 			"a change computed from the fork point: the function returned no change for step 1 (from the start)", ErrInvalidChange},
 	}
 	for _, tt := range tests {
@@ -174,7 +174,7 @@ func TestChangesInTheTail(t *testing.T) {
 	t.Run("decision forced once", func(t *testing.T) {
 		t.Parallel()
 		w := &world{}
-		v, err := Run(ctx, base, BeforeDecision("route"), c.agent(w), Decision("route", "publish").Once(), Allow("publish"))
+		v, err := Run(ctx, base, BeforeDecision("route"), c.agent(w), DecisionOnce("route", "publish"), Allow("publish"))
 		require.NoError(t, err)
 		assert.Equal(t, "publish", v.Output.(Report).Route)
 		m, _ := v.Trace.Events[19].Marker()

@@ -56,7 +56,7 @@ func TestFidelityNullForkEveryPoint(t *testing.T) {
 				t.Run(name, func(t *testing.T) {
 					t.Parallel()
 					w := &world{}
-					opts := []Option{}
+					opts := []RunOption{}
 					if memo {
 						opts = append(opts, Memoize())
 					}

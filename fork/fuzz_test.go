@@ -59,16 +59,16 @@ func FuzzParseChanges(f *testing.F) {
 		if err != nil {
 			return
 		}
-		cs, err := ParseChanges(v)
+		cs, err := parseChanges(v)
 		if err != nil {
 			return
 		}
-		w := WireChanges(cs)
-		back, err := ParseChanges(w)
+		w := wireChanges(cs)
+		back, err := parseChanges(w)
 		if err != nil {
 			t.Fatalf("wire form of parsed changes does not parse: %v\n%s", err, w)
 		}
-		if w2 := WireChanges(back); w2 != w {
+		if w2 := wireChanges(back); w2 != w {
 			t.Fatalf("wire form is not a fixed point:\n%s\n%s", w, w2)
 		}
 	})

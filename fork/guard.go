@@ -34,7 +34,8 @@ func Block() Policy { return Policy{block: true} }
 // handled as under Replay.
 func Allow(names ...string) Policy { return Policy{allow: slices.Clone(names)} }
 
-func (p Policy) apply(cfg *config) { cfg.policy = p }
+func (p Policy) applyRun(cfg *config)  { cfg.policy = p }
+func (p Policy) applyEach(cfg *config) { cfg.policy = p }
 
 // String is "replay", "block" or "allow:a,b" (the fork.json form).
 func (p Policy) String() string {

@@ -10,32 +10,26 @@ import (
 	"github.com/stepfork/stepfork/trace"
 )
 
-// ErrUnresolved is matched by every *PointError: a fork point that does not
-// resolve to a position of the base run.
-var ErrUnresolved = errors.New("fork point does not resolve")
-
-// PointError is the error of a fork point that does not resolve. Its text
+// pointError is the error of a fork point that does not resolve. Its text
 // names the point as it was written and says what the run makes
 // addressable instead ("BeforeNode(\"x\", 1): node 'x' never executed in
-// this run. Nodes that did: research, write.").
-type PointError struct {
-	Point string // the point as written, e.g. BeforeNode("x", 1)
-	Msg   string
+// this run. Nodes that did: research, write."). It matches [ErrUnresolved].
+type pointError struct {
+	point string // the point as written, e.g. BeforeNode("x", 1)
+	msg   string
 }
 
-// Error returns the error message.
-func (e *PointError) Error() string {
-	if e.Point == "" {
-		return e.Msg
+func (e *pointError) Error() string {
+	if e.point == "" {
+		return e.msg
 	}
-	return e.Point + ": " + e.Msg
+	return e.point + ": " + e.msg
 }
 
-// Is makes every PointError match ErrUnresolved.
-func (e *PointError) Is(target error) bool { return target == ErrUnresolved }
+func (e *pointError) Is(target error) bool { return target == ErrUnresolved }
 
-func pointErrf(format string, args ...any) *PointError {
-	return &PointError{Msg: fmt.Sprintf(format, args...)}
+func pointErrf(format string, args ...any) *pointError {
+	return &pointError{msg: fmt.Sprintf(format, args...)}
 }
 
 // Last addresses the last execution of a node (or call) in BeforeNode,
@@ -102,9 +96,9 @@ func (a atFunc) String() string { return a.s }
 func (a atFunc) resolve(ix *index) (Resolved, error) {
 	r, err := a.f(ix)
 	if err != nil {
-		var pe *PointError
-		if errors.As(err, &pe) && pe.Point == "" {
-			pe.Point = a.s
+		var pe *pointError
+		if errors.As(err, &pe) && pe.point == "" {
+			pe.point = a.s
 		}
 		return Resolved{}, err
 	}
@@ -154,10 +148,10 @@ func Start() At {
 	}}
 }
 
-// Default is the point Run uses when at is nil: Failure on a failed base
+// defaultAt is the point Run uses when at is nil: Failure on a failed base
 // run; on any other run it is an error asking for a point.
-func Default() At {
-	return atFunc{"Default()", func(ix *index) (Resolved, error) {
+func defaultAt() At {
+	return atFunc{"nil fork point", func(ix *index) (Resolved, error) {
 		if ix.tr.Status == trace.RunFailed {
 			r, err := Failure().resolve(ix)
 			r.Asked = "Failure()"

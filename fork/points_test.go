@@ -66,14 +66,14 @@ func TestResolvePoints(t *testing.T) {
 		{name: "failure on completed", tr: research, at: Failure(),
 			error: "Failure(): this run completed, so there is no failure to fork before. Name a point explicitly — fork.Points lists them."},
 		{name: "default on completed", tr: research, at: nil,
-			error: "Default(): this run completed, so there is no obvious fork point. Pass one — fork.Points lists what is addressable."},
+			error: "nil fork point: this run completed, so there is no obvious fork point. Pass one — fork.Points lists what is addressable."},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			at := tt.at
 			if at == nil {
-				at = Default()
+				at = defaultAt()
 			}
 			r, err := at.resolve(newIndex(tt.tr))
 			if tt.error != "" {

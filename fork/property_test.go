@@ -49,7 +49,7 @@ func TestDiffOfForkProperty(t *testing.T) {
 			t.Fatalf("seed %d: Diff(t, t) not equivalent:\n%s", seed, d.Explain())
 		}
 		last := tr.Events[len(tr.Events)-1].Step
-		same, err := Trace(tr, AtStep(last), Options{})
+		same, err := Trace(tr, ThroughStep(last), testOpts{}.list()...)
 		if err != nil {
 			t.Fatalf("seed %d: null fork: %v", seed, err)
 		}
@@ -61,7 +61,7 @@ func TestDiffOfForkProperty(t *testing.T) {
 		_, ci := tr.Event(call)
 		result := tr.Events[ci+1] // the builder writes a call's result right after it
 		out := map[string]any{"overridden": seed}
-		res, err := Trace(tr, AtStep(result.Step), Options{Overrides: []Override{OverrideStep(result.Step, out)}})
+		res, err := Trace(tr, ThroughStep(result.Step), testOpts{Overrides: []TraceOption{Override(OnStep(result.Step), out)}}.list()...)
 		if err != nil {
 			t.Fatalf("seed %d: fork at step %d: %v", seed, result.Step, err)
 		}

@@ -16,21 +16,17 @@ import (
 // ignores it.
 const InfoFile = "fork.json"
 
-// InfoSchemaVersion is the schema_version of the fork.json this package
+// infoSchemaVersion is the schema_version of the fork.json this package
 // writes and the only one it reads.
-const InfoSchemaVersion = 1
-
-// ErrNotFork is returned by ReadInfo for a trace that has no fork.json: an
-// original recording.
-var ErrNotFork = errors.New("trace is not a fork: it has no " + InfoFile)
+const infoSchemaVersion = 1
 
 // Kind says how a fork was made.
 type Kind string
 
 // Kinds of fork.
 const (
-	// KindStatic is a fork made by Trace or Engine: a prefix of the parent
-	// with overridden outputs.
+	// KindStatic is a fork made by [Trace]: a prefix of the parent with
+	// overridden outputs.
 	KindStatic Kind = "static"
 	// KindCounterfactual is a fork whose tail was executed again under
 	// changes.
@@ -123,7 +119,7 @@ func infoLocation(bundle string) string {
 func readParentInfo(r *trace.Reader) ([]byte, error) {
 	data, err := r.Extra(InfoFile)
 	if err != nil {
-		return nil, &ForkError{Msg: fmt.Sprintf("cannot read the provenance of %s: %v", r.Path(), err), Err: err}
+		return nil, &staticError{msg: fmt.Sprintf("cannot read the provenance of %s: %v", r.Path(), err), err: err}
 	}
 	return data, nil
 }
@@ -162,7 +158,7 @@ const timestampLayout = "2006-01-02T15:04:05.999999Z07:00"
 
 func (i *Info) wire(top bool) infoWire {
 	w := infoWire{
-		SchemaVersion:    InfoSchemaVersion,
+		SchemaVersion:    infoSchemaVersion,
 		Kind:             i.Kind,
 		RunID:            i.RunID,
 		ParentRunID:      i.ParentRunID,
@@ -251,8 +247,8 @@ func (w *infoWire) info(prefix string) (Info, error) {
 	if w.SchemaVersion == 0 {
 		return Info{}, fmt.Errorf("%sschema_version is missing", prefix)
 	}
-	if w.SchemaVersion != InfoSchemaVersion {
-		return Info{}, fmt.Errorf("%sschema_version %d is not supported (this version of stepfork reads %d)", prefix, w.SchemaVersion, InfoSchemaVersion)
+	if w.SchemaVersion != infoSchemaVersion {
+		return Info{}, fmt.Errorf("%sschema_version %d is not supported (this version of stepfork reads %d)", prefix, w.SchemaVersion, infoSchemaVersion)
 	}
 	switch w.Kind {
 	case KindStatic, KindCounterfactual:

@@ -18,17 +18,18 @@ import (
 // package doc describes.
 func TestForkJSONBytes(t *testing.T) {
 	t.Parallel()
-	res, err := Trace(getValue(t), AtStep(2), Options{
-		Overrides:  []Override{OverrideStep(2, map[string]any{"value": 999, "note": "<&>"})},
+	tr := getValue(t)
+	tr.Path = "original.sftrace" // recorded as the parent trace path
+	res, err := Trace(tr, ThroughStep(2), testOpts{
+		Overrides:  []TraceOption{Override(OnStep(2), map[string]any{"value": 999, "note": "<&>"})},
 		OutputPath: filepath.Join(t.TempDir(), "forked.sftrace"),
-		ParentPath: "original.sftrace",
 		RunID:      "run_forked",
 		Now:        func() time.Time { return time.Date(2026, 5, 1, 12, 0, 0, 123456789, time.UTC) },
-	})
+	}.list()...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := os.ReadFile(filepath.Join(res.ForkedTracePath, InfoFile))
+	got, err := os.ReadFile(filepath.Join(res.Path, InfoFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,32 +75,32 @@ func TestForkOfForkKeepsChain(t *testing.T) {
 	orig := copyBundle(t, bookingAgentPath, dir, "failure.sftrace")
 
 	// fork 1: a path, at step 13, with the failed booking overridden.
-	r1, err := Trace(orig, AtStep(13), Options{Overrides: []Override{OverrideEvent("evt_012", map[string]any{"confirmation": "PNR-7QX2"})}})
+	r1, err := Trace(orig, ThroughStep(13), testOpts{Overrides: []TraceOption{Override(OnEvent("evt_012"), map[string]any{"confirmation": "PNR-7QX2"})}}.list()...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// fork 2: the path of fork 1, at step 11.
-	r2, err := Trace(r1.ForkedTracePath, AtStep(11), Options{})
+	r2, err := Trace(r1.Path, ThroughStep(11), testOpts{}.list()...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// fork 3: fork 2 loaded, at an event.
-	f2, err := trace.Load(r2.ForkedTracePath)
+	f2, err := trace.Load(r2.Path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r3, err := Trace(f2, AtEvent("evt_006"), Options{OutputPath: filepath.Join(dir, "third.sftrace")})
+	r3, err := Trace(f2, ThroughEvent("evt_006"), testOpts{OutputPath: filepath.Join(dir, "third.sftrace")}.list()...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// fork 4: in memory only, from fork 3's unsaved engine output.
-	f4, i4, err := NewEngine(r3.Trace, AtStep(2), Options{}).Fork()
+	f4, i4, err := forkMem(r3.Trace, ThroughStep(2), testOpts{})
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	infos := make([]*Info, 3)
-	for n, p := range []string{r1.ForkedTracePath, r2.ForkedTracePath, r3.ForkedTracePath} {
+	for n, p := range []string{r1.Path, r2.Path, r3.Path} {
 		checkStrict(t, p)
 		tr, err := trace.Load(p)
 		if err != nil {
@@ -124,12 +125,16 @@ func TestForkOfForkKeepsChain(t *testing.T) {
 	if len(i4.Ancestors) != 3 {
 		t.Errorf("%d ancestors, want 3", len(i4.Ancestors))
 	}
-	if infos[1].ParentTracePath != r1.ForkedTracePath || infos[2].ParentTracePath != r2.ForkedTracePath || infos[0].ParentTracePath != orig {
+	if infos[1].ParentTracePath != r1.Path || infos[2].ParentTracePath != r2.Path || infos[0].ParentTracePath != orig {
 		t.Errorf("parent paths %q %q %q", infos[0].ParentTracePath, infos[1].ParentTracePath, infos[2].ParentTracePath)
 	}
 	// The override made by fork 1 is still visible in every descendant, both
 	// in the events and in the provenance.
-	if f4.Events[1].Output != r1.Trace.Events[1].Output || i4.Ancestors[2].Overrides[0].EventID != "evt_012" {
+	f1, err := trace.Load(r1.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f4.Events[1].Output != f1.Events[1].Output || i4.Ancestors[2].Overrides[0].EventID != "evt_012" {
 		t.Errorf("fork 1's override lost down the chain")
 	}
 	if got := f2.Events[11].Output; got != trace.MustParse(`{"confirmation":"PNR-7QX2"}`) {
@@ -253,11 +258,11 @@ func TestForkJSONIntegrity(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	src := copyBundle(t, bookingAgentPath, dir, "failure.sftrace")
-	res, err := Trace(src, AtStep(5), Options{})
+	res, err := Trace(src, ThroughStep(5), testOpts{}.list()...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fj := filepath.Join(res.ForkedTracePath, InfoFile)
+	fj := filepath.Join(res.Path, InfoFile)
 	data, err := os.ReadFile(fj)
 	if err != nil {
 		t.Fatal(err)
@@ -266,16 +271,15 @@ func TestForkJSONIntegrity(t *testing.T) {
 	if err := os.WriteFile(fj, []byte(tampered), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ir := trace.VerifyIntegrity(res.ForkedTracePath)
+	ir := trace.VerifyIntegrity(res.Path)
 	if ir.Status != trace.IntegrityMismatch || len(ir.Issues) != 1 || ir.Issues[0].File != InfoFile {
 		t.Errorf("integrity after tampering with fork.json: %+v", ir)
 	}
 	if err := os.WriteFile(fj, []byte("{"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err = Trace(res.ForkedTracePath, AtStep(2), Options{})
-	var fe *ForkError
-	if !errors.As(err, &fe) || !strings.HasPrefix(err.Error(), "cannot fork: the trace's fork.json is invalid: invalid JSON") {
+	_, err = Trace(res.Path, ThroughStep(2), testOpts{}.list()...)
+	if err == nil || !strings.HasPrefix(err.Error(), "cannot fork: the trace's fork.json is invalid: invalid JSON") {
 		t.Errorf("fork of a bundle with a broken fork.json: %v", err)
 	}
 }

@@ -13,21 +13,34 @@ import (
 	"github.com/stepfork/stepfork/trace/diff"
 )
 
-// ErrPrefixDiverged is matched by the error of a fork whose agent did not
-// reproduce the base run before the fork point: the served prefix is only
-// meaningful when the agent makes the calls the recording holds.
-var ErrPrefixDiverged = errors.New("the prefix of the base run did not replay")
+// RunOption configures [Run] and [Reproduce]: every [Option], and
+// [SaveTo].
+type RunOption interface{ applyRun(*config) }
 
-// ErrAgentPanicked is matched by the error of a fork whose agent panicked.
-var ErrAgentPanicked = errors.New("the agent panicked")
+// EachOption configures [Each]: every [Option], and [Samples],
+// [Concurrency] and [SaveDir].
+type EachOption interface{ applyEach(*config) }
 
-// Option configures Run, Each and Estimate. Changes (Prompt, ToolResult, …)
-// and side-effect policies (Replay, Block, Allow) are Options too.
-type Option interface{ apply(*config) }
+// Option configures [Run] and [Each] alike: the changes ([Prompt],
+// [ToolResult], …), the side-effect policies ([Replay], [Block], [Allow]),
+// [Memoize], [Logger] and [GroupID]. The interfaces are sealed: an option
+// that means nothing where it is passed (a sweep's [Samples] given to Run)
+// does not compile.
+type Option interface {
+	RunOption
+	EachOption
+}
 
+// optionFunc is an Option of both Run and Each.
 type optionFunc func(*config)
 
-func (f optionFunc) apply(c *config) { f(c) }
+func (f optionFunc) applyRun(c *config)  { f(c) }
+func (f optionFunc) applyEach(c *config) { f(c) }
+
+// eachOption is an option of Each only.
+type eachOption func(*config)
+
+func (f eachOption) applyEach(c *config) { f(c) }
 
 type config struct {
 	changes     []Change
@@ -35,18 +48,28 @@ type config struct {
 	memoize     bool
 	log         *slog.Logger
 	save        bool
-	savePath    string
+	savePath    string // a bundle for Run, a directory for Each
 	saveOpts    []trace.SaveOption
 	groupID     string
 	concurrency int
 	samples     int
 }
 
-func newConfig(opts []Option) config {
+func runConfig(opts []RunOption) config {
 	var c config
 	for _, o := range opts {
 		if o != nil {
-			o.apply(&c)
+			o.applyRun(&c)
+		}
+	}
+	return c
+}
+
+func eachConfig(opts []EachOption) config {
+	var c config
+	for _, o := range opts {
+		if o != nil {
+			o.applyEach(&c)
 		}
 	}
 	return c
@@ -55,8 +78,8 @@ func newConfig(opts []Option) config {
 // Memoize serves a tail model call whose request (model, provider and
 // canonical input) equals a base call not yet consumed with that call's
 // recorded response, instead of calling the model. Served calls are
-// MemoHits, never incurred cost. A fork with no changes and Memoize makes no
-// live model call at all. Off by default: the tail runs live.
+// [MemoHit]s, never incurred cost. A fork with no changes and Memoize makes
+// no live model call at all. Off by default: the tail runs live.
 func Memoize() Option { return optionFunc(func(c *config) { c.memoize = true }) }
 
 // Logger sends structured events to l: "fork started", "change applied",
@@ -64,16 +87,38 @@ func Memoize() Option { return optionFunc(func(c *config) { c.memoize = true }) 
 // "sweep started" and "sweep finished"). Silent by default.
 func Logger(l *slog.Logger) Option { return optionFunc(func(c *config) { c.log = l }) }
 
-// SaveTo saves the variant's bundle (with fork.json) to path once it has
-// run. For Each, path is a directory: each variant is saved as
-// NAME.sftrace in it (NAME-N.sftrace for sample N > 1). opts go to
-// trace.Save (trace.Overwrite, for instance).
-func SaveTo(path string, opts ...trace.SaveOption) Option {
-	return optionFunc(func(c *config) { c.save, c.savePath, c.saveOpts = true, path, opts })
+// FileOption is an option that names one bundle: it configures [Run] (the
+// variant) and [Trace] (the static fork) alike.
+type FileOption interface {
+	RunOption
+	TraceOption
 }
 
-// GroupID sets the group id recorded in fork.json (Each draws one when it is
-// not set).
+type saveTo struct {
+	path string
+	opts []trace.SaveOption
+}
+
+func (s saveTo) applyRun(c *config) { c.save, c.savePath, c.saveOpts = true, s.path, s.opts }
+func (s saveTo) applyTrace(c *traceConfig) {
+	c.save, c.out, c.saveOpts = true, s.path, s.opts
+}
+
+// SaveTo saves the fork's bundle (with fork.json) to path: the variant of
+// [Run] once it has run, the static fork of [Trace]. opts go to
+// [trace.Save] ([trace.Overwrite] to replace an existing bundle). A sweep
+// saves into a directory instead: [SaveDir].
+func SaveTo(path string, opts ...trace.SaveOption) FileOption { return saveTo{path, opts} }
+
+// SaveDir saves every variant of a sweep into dir once it has run, as
+// NAME.sftrace (NAME-N.sftrace for sample N > 1, NAME made safe for a file
+// name). opts go to [trace.Save].
+func SaveDir(dir string, opts ...trace.SaveOption) EachOption {
+	return eachOption(func(c *config) { c.save, c.savePath, c.saveOpts = true, dir, opts })
+}
+
+// GroupID sets the group id recorded in fork.json ([Each] draws one when it
+// is not set).
 func GroupID(id string) Option { return optionFunc(func(c *config) { c.groupID = id }) }
 
 // Status is how a variant ended.
@@ -172,14 +217,14 @@ func (v *Variant) Unused() []ChangeReport {
 // (ErrPrefixDiverged), when the agent panicked (ErrAgentPanicked), when ctx
 // was canceled (the Variant, with Status canceled, is returned with it), and
 // when saving failed.
-func Run(ctx context.Context, base *trace.Trace, at At, agent replay.Agent, opts ...Option) (*Variant, error) {
+func Run(ctx context.Context, base *trace.Trace, at At, agent replay.Agent, opts ...RunOption) (*Variant, error) {
 	if base == nil {
 		return nil, errors.New("fork.Run: the base trace is nil")
 	}
 	if agent == nil {
 		return nil, errors.New("fork.Run: the agent is nil")
 	}
-	cfg := newConfig(opts)
+	cfg := runConfig(opts)
 	p, err := planFork(newIndex(base), at, cfg.changes)
 	if err != nil {
 		return nil, err
@@ -197,7 +242,7 @@ type forkPlan struct {
 
 func planFork(ix *index, at At, changes []Change) (*forkPlan, error) {
 	if at == nil {
-		at = Default()
+		at = defaultAt()
 	}
 	r, err := at.resolve(ix)
 	if err != nil {
@@ -350,7 +395,7 @@ func (p *forkPlan) info(v *Variant, cfg *config) *Info {
 		ForkPointStep:    kept.Step,
 		ForkPointEventID: kept.ID,
 		ForkTimestamp:    time.Now().UTC(),
-		Changes:          WireChanges(changes),
+		Changes:          wireChanges(changes),
 		Policy:           cfg.policy.String(),
 		Memoize:          cfg.memoize,
 		GroupID:          cfg.groupID,
@@ -364,7 +409,7 @@ func (p *forkPlan) info(v *Variant, cfg *config) *Info {
 // Reproduce runs again the counterfactual fork recorded in variant's
 // fork.json, against its parent base: the same fork point, changes, policy
 // and memoization. opts add to them (a Logger, SaveTo).
-func Reproduce(ctx context.Context, variant, base *trace.Trace, agent replay.Agent, opts ...Option) (*Variant, error) {
+func Reproduce(ctx context.Context, variant, base *trace.Trace, agent replay.Agent, opts ...RunOption) (*Variant, error) {
 	if variant == nil || base == nil {
 		return nil, errors.New("fork.Reproduce: the variant and its base are required")
 	}
@@ -378,7 +423,7 @@ func Reproduce(ctx context.Context, variant, base *trace.Trace, agent replay.Age
 	if info.ParentRunID != base.RunID {
 		return nil, fmt.Errorf("fork.Reproduce: %s was forked from run %s, not from run %s", variant.RunID, info.ParentRunID, base.RunID)
 	}
-	changes, err := ParseChanges(info.Changes)
+	changes, err := parseChanges(info.Changes)
 	if err != nil {
 		return nil, fmt.Errorf("fork.Reproduce: %w", err)
 	}
@@ -386,7 +431,7 @@ func Reproduce(ctx context.Context, variant, base *trace.Trace, agent replay.Age
 	if err != nil {
 		return nil, fmt.Errorf("fork.Reproduce: %w", err)
 	}
-	all := []Option{policy}
+	all := []RunOption{policy}
 	if info.Memoize {
 		all = append(all, Memoize())
 	}

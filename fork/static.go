@@ -1,11 +1,11 @@
 package fork
 
 import (
-	"errors"
 	"fmt"
 	"iter"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,310 +16,215 @@ import (
 	"github.com/stepfork/stepfork/trace"
 )
 
-// Sentinel errors. Every error of a static fork is a *ForkError; those below
-// are matched with errors.Is to tell the cases apart.
-var (
-	// ErrPointRequired: the Point names neither a step nor an event, or both.
-	ErrPointRequired = errors.New("fork point requires either event_id or step")
-	// ErrPointNotFound: the step or event of the Point is not in the trace.
-	ErrPointNotFound = errors.New("fork point not found in trace")
-	// ErrInvalidOverrides: an override's target is missing, not overridable,
-	// ambiguous, or beyond the fork point.
-	ErrInvalidOverrides = errors.New("invalid overrides")
-	// ErrDuplicateOverride: two overrides name the same step or event id.
-	ErrDuplicateOverride = errors.New("duplicate override")
-	// ErrBrokenTrace: the events the fork would keep do not form a valid
-	// trace (a parent left out or later than its child, steps going back,
-	// a repeated event id). The trace being forked is itself invalid.
-	ErrBrokenTrace = errors.New("fork would break the trace structure")
-)
-
-// ForkError is the error of every fork that cannot be made. Its text is the
-// message alone ("step 999 not found in trace"); Unwrap gives the sentinel
-// above, and for storage problems the error of package trace.
-type ForkError struct {
-	Msg string
-	Err error
+// staticError is the error of a static fork that cannot be made. Its text is
+// the message alone ("step 999 not found in trace"); it unwraps to the
+// sentinel of the case ([ErrUnresolved], [ErrInvalidChange], [ErrConflict],
+// [ErrBrokenTrace]) or, for storage problems, to the error of package trace.
+type staticError struct {
+	msg string
+	err error
 }
 
-// Error returns the message.
-func (e *ForkError) Error() string { return e.Msg }
+func (e *staticError) Error() string { return e.msg }
+func (e *staticError) Unwrap() error { return e.err }
 
-// Unwrap returns the sentinel or underlying error.
-func (e *ForkError) Unwrap() error { return e.Err }
-
-func forkErr(sentinel error, format string, args ...any) *ForkError {
-	return &ForkError{Msg: fmt.Sprintf(format, args...), Err: sentinel}
+func forkErr(sentinel error, format string, args ...any) *staticError {
+	return &staticError{msg: fmt.Sprintf(format, args...), err: sentinel}
 }
 
-// Point says where to fork: at a step or at an event id, exactly one of them.
-// Build it with AtStep or AtEvent; HasStep is what tells step 0 from no step.
-type Point struct {
-	Step    int    // the step, when HasStep is set
-	HasStep bool   // Step is set
-	EventID string // the event id, when not ""
+// Cut is where a static fork ends: the fork keeps every event through it,
+// the cut event included. Build it with [ThroughStep] or [ThroughEvent].
+// A Cut is not a counterfactual fork point: [Step] re-runs its step, while
+// ThroughStep keeps it as recorded.
+type Cut struct {
+	step    int
+	event   string
+	byEvent bool
 }
 
-// AtStep is the point at step n (0-based): the fork keeps every event whose
-// step is at most n.
-func AtStep(n int) Point { return Point{Step: n, HasStep: true} }
+// ThroughStep keeps every event whose step is at most n (steps start at 0,
+// with run_start).
+func ThroughStep(n int) Cut { return Cut{step: n} }
 
-// AtEvent is the point at the event with the given id: the fork keeps every
-// event up to and including it.
-func AtEvent(id string) Point { return Point{EventID: id} }
+// ThroughEvent keeps every event up to and including the event with the
+// given id.
+func ThroughEvent(id string) Cut { return Cut{event: id, byEvent: true} }
 
-// String is "step 5" or "event evt_abc".
-func (p Point) String() string {
-	if p.HasStep {
-		return "step " + strconv.Itoa(p.Step)
+// String is "step 5" or "event evt_abc", as fork.json records the cut.
+func (c Cut) String() string {
+	if c.byEvent {
+		return "event " + c.event
 	}
-	if p.EventID != "" {
-		return "event " + p.EventID
-	}
-	return "no fork point"
+	return "step " + strconv.Itoa(c.step)
 }
 
-func (p Point) check() error {
-	switch {
-	case p.HasStep && p.EventID != "":
-		return forkErr(ErrPointRequired, "%s, not both (got step %d and event_id %s)", ErrPointRequired, p.Step, p.EventID)
-	case p.HasStep && p.Step < 0:
-		return forkErr(ErrPointNotFound, "step %d not found in trace; steps start at 0", p.Step)
-	case p.HasStep || p.EventID != "":
-		return nil
-	case p.Step != 0:
-		return forkErr(ErrPointRequired, "%s (Step is %d but HasStep is false; build the point with fork.AtStep(%d))", ErrPointRequired, p.Step, p.Step)
-	}
-	return &ForkError{Msg: ErrPointRequired.Error(), Err: ErrPointRequired}
+// TraceOption configures [Trace]: [Override] and [SaveTo].
+type TraceOption interface{ applyTrace(*traceConfig) }
+
+type traceOptionFunc func(*traceConfig)
+
+func (f traceOptionFunc) applyTrace(c *traceConfig) { f(c) }
+
+type traceConfig struct {
+	overrides []override
+	save      bool
+	out       string
+	saveOpts  []trace.SaveOption
+	runID     string           // "" makes a fresh one (tests set it)
+	now       func() time.Time // nil is time.Now (tests set it)
 }
 
-// Override replaces what a recorded call returned: the output of one
-// tool_result or llm_response event, chosen by step or by event id (exactly
-// one; build it with OverrideStep or OverrideEvent). Output is a trace.Value
-// or anything trace.ValueOf accepts; nil is JSON null.
+// override is one [Override] as given.
+type override struct {
+	target Target
+	output any
+}
+
+// Override replaces what a recorded call returned in a static fork: the
+// output of the tool_result or llm_response event that target addresses
+// ([OnStep] or [OnEvent]: the result event itself). output is a
+// [trace.Value] or anything [trace.ValueOf] accepts; nil is JSON null.
 //
 // An overridden event gets status "ok": the override says what the call
-// returned, so a replay serves that output instead of a recorded failure.
-type Override struct {
-	Step    int  // the step, when HasStep is set
-	HasStep bool // Step is set
-	EventID string
-	Output  any
+// returned, so a replay of the fork serves that output instead of a
+// recorded failure. An event-id override beats a step override of the same
+// event; two overrides of the same step or event id are refused.
+func Override(target Target, output any) TraceOption {
+	return traceOptionFunc(func(c *traceConfig) { c.overrides = append(c.overrides, override{target, output}) })
 }
 
-// OverrideStep overrides the output of the event at step n.
-func OverrideStep(n int, output any) Override {
-	return Override{Step: n, HasStep: true, Output: output}
+// Source is what [Trace] forks: a loaded trace, or the path of a bundle.
+type Source interface{ *trace.Trace | string }
+
+// Result reports a fork made by [Trace].
+type Result struct {
+	// Path is where the fork was saved ("" when it was not).
+	Path string
+	// OriginalEventCount is the number of events of the trace forked (for a
+	// path, the manifest's count unless the whole trace was read), and
+	// ForkedEventCount the number the fork kept.
+	OriginalEventCount int
+	ForkedEventCount   int
+	// Trace is the fork of a *trace.Trace, exactly as saved (redacted,
+	// hashes and totals recomputed, fork.json in Extras). A fork of a path
+	// is streamed to its bundle and never held in memory: Trace is nil
+	// (load Path to read it).
+	Trace *trace.Trace
+	// Info is the fork's provenance, as written to fork.json: the fork
+	// point resolved and the overrides applied.
+	Info *Info
 }
 
-// OverrideEvent overrides the output of the event with the given id.
-func OverrideEvent(id string, output any) Override { return Override{EventID: id, Output: output} }
-
-// target is "step 5" or "event evt_abc".
-func (o Override) target() string {
-	if o.HasStep {
-		return "step " + strconv.Itoa(o.Step)
+// Trace makes a static fork of src through cut: the events up to and
+// including the cut, with a new run id, the overrides applied, hashes and
+// totals recomputed and the provenance in fork.json.
+//
+// src is a *trace.Trace or the path of a bundle. A path is streamed: only
+// the events up to the cut are read, and lines already in the form Save
+// writes are copied with only their run id rewritten, so the cost grows
+// with the cut, not with the trace. The fork of a path is saved to
+// [SaveTo]'s path, by default [DefaultOutputPath] beside it; the fork of a
+// *trace.Trace is saved only with SaveTo.
+//
+// Every problem is reported before anything is visible at the output path:
+// a cut the trace does not hold matches [ErrUnresolved], an override that
+// cannot be applied [ErrInvalidChange] (every such problem in one error),
+// two overrides of the same target [ErrConflict], events that would not
+// form a valid trace [ErrBrokenTrace], an unreadable bundle or a failed
+// save [trace.ErrStorage].
+func Trace[S Source](src S, cut Cut, opts ...TraceOption) (*Result, error) {
+	var cfg traceConfig
+	for _, o := range opts {
+		if o != nil {
+			o.applyTrace(&cfg)
+		}
 	}
-	return "event " + o.EventID
-}
-
-// Options configure a fork. The zero value forks without overrides.
-type Options struct {
-	// Overrides are applied to the kept events. They are all validated before
-	// anything is written; an event-id override beats a step override of the
-	// same event, and at most one override is applied per event.
-	Overrides []Override
-	// OutputPath is where Trace saves the fork. When it is "" and the fork is
-	// of a path, the fork is saved beside it as {stem}-forked.sftrace; a fork
-	// of a *trace.Trace is then not saved.
-	OutputPath string
-	// Overwrite lets Trace replace an existing bundle at OutputPath.
-	Overwrite bool
-	// ParentPath is recorded as the parent trace path in fork.json. It
-	// defaults to the path forked, or to the Path of the *trace.Trace.
-	ParentPath string
-	// RunID is the run id of the fork; "" makes a fresh "run_<32 hex>".
-	RunID string
-	// Now gives the fork timestamp; nil means time.Now.
-	Now func() time.Time
-	// NoTrace leaves Result.Trace nil for a fork of a path. The kept events
-	// are then never held in memory nor decoded in full: their payloads
-	// are only hashed, and lines already in the form Save writes are
-	// copied as they are, so a fork at step N costs about the reading and
-	// writing of N lines. `stepfork fork` sets it. It does not change a
-	// fork of a *trace.Trace.
-	NoTrace bool
-}
-
-// Engine forks one trace in memory. It is the low-level form of Trace.
-type Engine struct {
-	tr    *trace.Trace
-	point Point
-	opts  Options
-}
-
-// NewEngine returns an engine that forks tr at point. tr is not changed.
-func NewEngine(tr *trace.Trace, point Point, opts Options) *Engine {
-	return &Engine{tr: tr, point: point, opts: opts}
-}
-
-// Fork makes the fork: the events up to the fork point with a new run id,
-// event ids kept, overrides applied, hashes and totals recomputed, and its
-// provenance in Extras["fork.json"]. The returned trace is as Save would
-// write it (trace.Prepared) and is not saved.
-func (e *Engine) Fork() (*trace.Trace, *Info, error) {
-	parentPath := e.opts.ParentPath
-	if parentPath == "" {
-		parentPath = e.tr.Path
+	switch s := any(src).(type) {
+	case *trace.Trace:
+		if s == nil {
+			return nil, &staticError{msg: "fork.Trace: the trace is nil"}
+		}
+		return forkLoaded(s, cut, &cfg)
+	default:
+		return forkPath(any(src).(string), cut, &cfg)
 	}
-	src := source{
-		manifest:   e.tr.Manifest,
-		redactions: e.tr.Redactions,
-		events:     eventsOf(e.tr.Events),
-		parentPath: parentPath,
-		parentFork: e.tr.Extras[InfoFile],
+}
+
+func forkLoaded(tr *trace.Trace, cut Cut, cfg *traceConfig) (*Result, error) {
+	if cfg.save {
+		if err := checkOutput(cfg.out, tr.Path); err != nil {
+			return nil, err
+		}
 	}
-	out, err := forkSource(&src, e.point, e.opts)
+	src := &source{
+		manifest:   tr.Manifest,
+		redactions: func() []trace.RedactionEntry { return tr.Redactions },
+		events:     eventsOf(tr.Events),
+		parentPath: tr.Path,
+		parentFork: tr.Extras[InfoFile],
+	}
+	var sc scan
+	made, err := forkSource(src, cut, cfg, &sc, true)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return out.forked, out.info, nil
+	return &Result{Path: made.forked.Path, OriginalEventCount: len(tr.Events), ForkedEventCount: made.forked.Totals.Events,
+		Trace: made.forked, Info: made.info}, nil
+}
+
+func forkPath(path string, cut Cut, cfg *traceConfig) (*Result, error) {
+	if !cfg.save {
+		cfg.save, cfg.out = true, DefaultOutputPath(path)
+	}
+	if err := checkOutput(cfg.out, path); err != nil {
+		return nil, err
+	}
+	r, err := trace.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	parentFork, err := readParentInfo(r)
+	if err != nil {
+		return nil, err
+	}
+	r.CheckSavedForm()
+	r.SkipPayloads()
+	// Nobody here asks for the digest of events.jsonl; the lines are
+	// decoded and checked on every core, and come back in file order.
+	r.SkipDigest()
+	r.DecodeOn(runtime.GOMAXPROCS(0))
+	src := &source{
+		manifest:   r.Manifest(),
+		redactions: r.Redactions,
+		events:     r.Events(),
+		savedForm:  r.SavedForm,
+		rawLine:    r.RawLine,
+		decode:     r.Decode,
+		parentPath: path,
+		parentFork: parentFork,
+	}
+	var sc scan
+	made, err := forkSource(src, cut, cfg, &sc, false)
+	if err != nil {
+		return nil, err
+	}
+	n := max(sc.scanned, r.Manifest().Totals.Events)
+	if sc.complete {
+		n = sc.scanned
+	}
+	return &Result{Path: made.forked.Path, OriginalEventCount: n, ForkedEventCount: made.forked.Totals.Events, Info: made.info}, nil
 }
 
 func eventsOf(evs []trace.Event) iter.Seq2[*trace.Event, error] {
 	return func(yield func(*trace.Event, error) bool) {
 		for i := range evs {
-			if !yield(&evs[i], nil) {
+			ev := evs[i] // the fork rewrites its copy, never the trace's event
+			if !yield(&ev, nil) {
 				return
 			}
 		}
 	}
-}
-
-// Source is what Trace forks: a loaded trace, or the path of a bundle.
-type Source interface{ *trace.Trace | string }
-
-// Result reports a fork made by Trace.
-type Result struct {
-	Success            bool
-	ForkedTracePath    string // "" when the fork was not saved
-	OriginalEventCount int
-	ForkedEventCount   int
-	ForkPointStep      int
-	ForkPointEventID   string
-	OverridesApplied   int
-	ErrorMessage       string // the error's text when Success is false
-
-	// Trace is the fork (with fork.json in Extras). Its events are what was
-	// saved; a fork of a path keeps the parent's payload hashes, which Save
-	// recomputes to the same values for any bundle stepfork wrote.
-	Trace *trace.Trace
-	Info  *Info // the fork's provenance, as written to fork.json
-}
-
-// ExcludedEvents is the number of events of the original the fork left out.
-func (r *Result) ExcludedEvents() int { return r.OriginalEventCount - r.ForkedEventCount }
-
-// Trace forks a trace at point, applies the overrides, and saves the fork.
-//
-// src is a *trace.Trace or the path of a bundle. A path is streamed: only the
-// events up to the fork point are read and decoded (the rest only when an
-// override must be diagnosed), so the cost grows with the fork point, not
-// with the trace. OriginalEventCount is then the manifest's event count
-// unless the whole trace was read.
-//
-// On failure Trace returns a Result with Success false and ErrorMessage set,
-// together with the error: a *ForkError, or for an unreadable bundle an error
-// matching trace.ErrStorage.
-func Trace[S Source](src S, point Point, opts Options) (*Result, error) {
-	var res *Result
-	var err error
-	switch s := any(src).(type) {
-	case *trace.Trace:
-		res, err = forkLoaded(s, point, opts)
-	case string:
-		res, err = forkPath(s, point, opts)
-	}
-	if err != nil {
-		if res == nil {
-			res = &Result{}
-		}
-		res.Success, res.ErrorMessage = false, err.Error()
-		return res, err
-	}
-	return res, nil
-}
-
-func forkLoaded(tr *trace.Trace, point Point, opts Options) (*Result, error) {
-	if tr == nil {
-		return nil, &ForkError{Msg: "fork.Trace: the trace is nil"}
-	}
-	res := &Result{OriginalEventCount: len(tr.Events)}
-	if opts.OutputPath != "" {
-		if err := checkOutput(opts.OutputPath, tr.Path, opts.Overwrite); err != nil {
-			return res, err
-		}
-	}
-	forked, info, err := NewEngine(tr, point, opts).Fork()
-	if err != nil {
-		return res, err
-	}
-	res.fill(forked, info)
-	if opts.OutputPath != "" {
-		if err := save(forked, opts.OutputPath, opts.Overwrite); err != nil {
-			return res, err
-		}
-		res.ForkedTracePath = forked.Path
-	}
-	res.Success = true
-	return res, nil
-}
-
-func forkPath(path string, point Point, opts Options) (*Result, error) {
-	res := &Result{}
-	out := opts.OutputPath
-	if out == "" {
-		out = DefaultOutputPath(path)
-	}
-	if err := checkOutput(out, path, opts.Overwrite); err != nil {
-		return res, err
-	}
-	r, err := trace.Open(path)
-	if err != nil {
-		return res, err
-	}
-	defer r.Close()
-	parentFork, err := readParentInfo(r)
-	if err != nil {
-		return res, err
-	}
-	parentPath := opts.ParentPath
-	if parentPath == "" {
-		parentPath = path
-	}
-	var sc scan
-	made, err := forkStream(r, parentFork, parentPath, point, opts, out, !opts.NoTrace, &sc)
-	res.OriginalEventCount = max(sc.scanned, r.Manifest().Totals.Events)
-	if sc.complete {
-		res.OriginalEventCount = sc.scanned
-	}
-	if err != nil {
-		return res, err
-	}
-	res.fill(made.forked, made.info)
-	if opts.NoTrace {
-		res.Trace = nil
-	}
-	res.ForkedTracePath = made.forked.Path
-	res.Success = true
-	return res, nil
-}
-
-func (r *Result) fill(forked *trace.Trace, info *Info) {
-	r.Trace, r.Info = forked, info
-	r.ForkedEventCount = forked.Totals.Events
-	r.ForkPointStep, r.ForkPointEventID = info.ForkPointStep, info.ForkPointEventID
-	r.OverridesApplied = info.OverridesApplied
 }
 
 // DefaultOutputPath is where a fork of the bundle at path is saved when no
@@ -329,20 +234,15 @@ func DefaultOutputPath(path string) string {
 	return strings.TrimSuffix(clean, ".sftrace") + "-forked.sftrace"
 }
 
-// checkOutput refuses to write over the trace being forked, and over an
-// existing bundle without Overwrite, before anything is read.
-func checkOutput(out, in string, overwrite bool) error {
+// checkOutput refuses to write over the trace being forked before anything
+// is read. (An existing bundle at out is refused by trace.NewBundleWriter
+// unless the save options include trace.Overwrite.)
+func checkOutput(out, in string) error {
 	if !strings.HasSuffix(strings.TrimRight(out, `/\`), ".sftrace") {
-		return &ForkError{Msg: fmt.Sprintf("output path must end with .sftrace: %s", out), Err: trace.ErrStorage}
+		return &staticError{msg: fmt.Sprintf("output path must end with .sftrace: %s", out), err: trace.ErrStorage}
 	}
 	if in != "" && samePath(out, in) {
-		return &ForkError{Msg: fmt.Sprintf("output path %s is the trace being forked; choose another output path", out)}
-	}
-	if overwrite {
-		return nil
-	}
-	if entries, err := os.ReadDir(out); err == nil && len(entries) > 0 {
-		return &ForkError{Msg: fmt.Sprintf("%s already exists; set Options.Overwrite (stepfork fork --overwrite) to replace it", out), Err: os.ErrExist}
+		return &staticError{msg: fmt.Sprintf("output path %s is the trace being forked; choose another output path", out)}
 	}
 	return nil
 }
@@ -361,28 +261,20 @@ func samePath(a, b string) bool {
 	return err1 == nil && err2 == nil && os.SameFile(sa, sb)
 }
 
-func save(forked *trace.Trace, out string, overwrite bool) error {
-	var opts []trace.SaveOption
-	if overwrite {
-		opts = append(opts, trace.Overwrite())
-	}
-	if err := forked.Save(out, opts...); err != nil {
-		return &ForkError{Msg: fmt.Sprintf("cannot save the fork: %v", err), Err: err}
-	}
-	return nil
-}
-
-// source is a trace being forked: its manifest and redactions, and its events
-// as a stream read at most once.
+// source is a trace being forked: its manifest and redactions, and its
+// events as a stream read at most once. A bundle read from disk also says
+// whether the current event's line is already what Save writes (savedForm,
+// rawLine) and decodes it in full on demand (decode); a loaded trace has
+// neither, since its events are decoded and need the full path.
 type source struct {
 	manifest   trace.Manifest
-	redactions []trace.RedactionEntry
+	redactions func() []trace.RedactionEntry
 	events     iter.Seq2[*trace.Event, error]
+	savedForm  func() bool
+	rawLine    func() []byte
+	decode     func(*trace.Event) error
 	parentPath string
 	parentFork []byte // the parent's fork.json, if it is a fork itself
-
-	scanned  int  // events read from the stream
-	complete bool // the stream was read to its end
 }
 
 type made struct {
@@ -392,9 +284,8 @@ type made struct {
 
 // target is an override after its output is converted.
 type target struct {
-	o     Override
+	t     Target
 	value trace.Value
-	index int // index of the override in Options.Overrides
 }
 
 // seenEvent is what the scan past the fork point remembers about an event
@@ -416,11 +307,11 @@ func metaOf(ev *trace.Event) keptMeta {
 }
 
 // scan is one pass over the events of the trace being forked: the events up
-// to the fork point are kept, and past it the pass reads on only to
-// diagnose overrides that name events the fork does not keep.
+// to the cut are kept, and past it the pass reads on only to diagnose
+// overrides that name events the fork does not keep.
 type scan struct {
 	kept        []keptMeta
-	pointFound  bool
+	cutFound    bool
 	maxStep     int
 	beyondSteps map[int]bool
 	beyondIDs   map[string]seenEvent
@@ -430,7 +321,7 @@ type scan struct {
 
 // run reads events, passing every kept event to keep, in order. The event
 // is the stream's: keep must copy what it keeps.
-func (s *scan) run(events iter.Seq2[*trace.Event, error], point Point, targets []target, keep func(*trace.Event)) error {
+func (s *scan) run(events iter.Seq2[*trace.Event, error], cut Cut, targets []target, keep func(*trace.Event)) error {
 	var done, stopped bool
 	s.maxStep = -1
 	var pendingSteps map[int]bool
@@ -438,26 +329,26 @@ func (s *scan) run(events iter.Seq2[*trace.Event, error], point Point, targets [
 	s.beyondSteps, s.beyondIDs = map[int]bool{}, map[string]seenEvent{}
 	for ev, err := range events {
 		if err != nil {
-			return &ForkError{Msg: fmt.Sprintf("cannot read the trace to fork: %v", err), Err: err}
+			return &staticError{msg: fmt.Sprintf("cannot read the trace to fork: %v", err), err: err}
 		}
 		s.scanned++
 		s.maxStep = max(s.maxStep, ev.Step)
 		if !done {
-			if !point.HasStep || ev.Step <= point.Step {
+			if cut.byEvent || ev.Step <= cut.step {
 				s.kept = append(s.kept, metaOf(ev))
 				keep(ev)
-				if point.HasStep {
-					s.pointFound = s.pointFound || ev.Step == point.Step
+				if !cut.byEvent {
+					s.cutFound = s.cutFound || ev.Step == cut.step
 					continue
 				}
-				if ev.ID != point.EventID {
+				if ev.ID != cut.event {
 					continue
 				}
-				s.pointFound = true
+				s.cutFound = true
 			}
-			// The fork point is passed (or is this event).
+			// The cut is passed (or is this event).
 			done = true
-			if !s.pointFound {
+			if !s.cutFound {
 				stopped = true
 				break
 			}
@@ -466,8 +357,8 @@ func (s *scan) run(events iter.Seq2[*trace.Event, error], point Point, targets [
 				stopped = true
 				break
 			}
-			if !point.HasStep {
-				continue // this event is the fork point, kept
+			if cut.byEvent {
+				continue // this event is the cut, kept
 			}
 		}
 		if pendingSteps[ev.Step] {
@@ -488,60 +379,61 @@ func (s *scan) run(events iter.Seq2[*trace.Event, error], point Point, targets [
 }
 
 // check runs the checks that need every kept event, in the order their
-// errors are reported: the fork point, the overrides, the structure. It
-// returns the overrides chosen, by index of kept event, and the fork point
-// event.
-func (s *scan) check(point Point, targets []target) (map[int]target, keptMeta, error) {
-	if !s.pointFound {
-		if point.HasStep {
-			return nil, keptMeta{}, forkErr(ErrPointNotFound, "step %d not found in trace", point.Step)
+// errors are reported: the cut, the overrides, the structure. It returns
+// the last kept event.
+func (s *scan) check(cut Cut, targets []target) (keptMeta, error) {
+	if !s.cutFound {
+		switch {
+		case cut.byEvent:
+			return keptMeta{}, forkErr(ErrUnresolved, "event %s not found in trace", cut.event)
+		case cut.step < 0:
+			return keptMeta{}, forkErr(ErrUnresolved, "step %d not found in trace; steps start at 0", cut.step)
 		}
-		return nil, keptMeta{}, forkErr(ErrPointNotFound, "event %s not found in trace", point.EventID)
+		return keptMeta{}, forkErr(ErrUnresolved, "step %d not found in trace", cut.step)
 	}
 	last := s.kept[len(s.kept)-1]
-	chosen, err := resolveOverrides(targets, s.kept, last, s.beyondSteps, s.beyondIDs, s.maxStep)
-	if err != nil {
-		return nil, last, err
+	if err := resolveOverrides(targets, s.kept, last, s.beyondSteps, s.beyondIDs, s.maxStep); err != nil {
+		return last, err
 	}
 	if err := checkStructure(s.kept, last); err != nil {
-		return nil, last, err
+		return last, err
 	}
-	return chosen, last, nil
+	return last, nil
 }
 
 // forkRunID returns the run id of the fork and the ancestors its fork.json
 // lists: the parent's provenance, if the parent is a fork itself.
-func forkRunID(opts Options, parentRunID string, parentFork []byte) (string, []Info, error) {
+func forkRunID(cfg *traceConfig, parentRunID string, parentFork []byte) (string, []Info, error) {
 	var ancestors []Info
 	if parentFork != nil {
 		pi, err := parseInfo(parentFork, parentRunID)
 		if err != nil {
-			return "", nil, &ForkError{Msg: fmt.Sprintf("cannot fork: the trace's %s is invalid: %v", InfoFile, err), Err: err}
+			return "", nil, &staticError{msg: fmt.Sprintf("cannot fork: the trace's %s is invalid: %v", InfoFile, err), err: err}
 		}
 		ancestors = append([]Info{pi.withoutAncestors()}, pi.Ancestors...)
 	}
-	runID := opts.RunID
+	runID := cfg.runID
 	if runID == "" {
 		runID = "run_" + strings.ReplaceAll(uuid.NewString(), "-", "")
 	}
 	if runID == parentRunID || slices.ContainsFunc(ancestors, func(a Info) bool { return a.ParentRunID == runID }) {
-		return "", nil, &ForkError{Msg: fmt.Sprintf("Options.RunID %s is the run id of the trace being forked or of an ancestor; a fork needs a new run id (leave RunID empty for a fresh one)", runID)}
+		return "", nil, &staticError{msg: fmt.Sprintf("run id %s is the run id of the trace being forked or of an ancestor; a fork needs a new run id", runID)}
 	}
 	return runID, ancestors, nil
 }
 
 // newInfo is the fork's provenance, without its overrides.
-func newInfo(opts Options, runID string, parent *trace.Manifest, parentPath string, point Point, last keptMeta, ancestors []Info) *Info {
+func newInfo(cfg *traceConfig, runID string, parent *trace.Manifest, parentPath string, cut Cut, last keptMeta, ancestors []Info) *Info {
 	now := time.Now
-	if opts.Now != nil {
-		now = opts.Now
+	if cfg.now != nil {
+		now = cfg.now
 	}
 	return &Info{
 		Kind:             KindStatic,
 		RunID:            runID,
 		ParentRunID:      parent.RunID,
 		ParentTracePath:  parentPath,
-		ForkPoint:        point.String(),
+		ForkPoint:        cut.String(),
 		ForkPointStep:    last.step,
 		ForkPointEventID: last.id,
 		ForkTimestamp:    now().UTC().Truncate(time.Microsecond),
@@ -549,112 +441,275 @@ func newInfo(opts Options, runID string, parent *trace.Manifest, parentPath stri
 	}
 }
 
-func forkSource(src *source, point Point, opts Options) (*made, error) {
-	if err := point.check(); err != nil {
-		return nil, err
-	}
-	targets, err := checkOverrides(opts.Overrides)
+// forkSource is the one static-fork engine: it forks src through cut and,
+// when cfg saves, writes the fork to cfg.out as it reads, so that the cost
+// is that of the events up to the cut.
+//
+// Each kept line that is already what Save writes (every line of a bundle
+// that Save or Python stepfork wrote, unless it holds what redaction looks
+// for) is copied with only its run_id rewritten, since the payload hashes do
+// not cover run_id; the other events, and those an override changes, are
+// written as Save writes them. The result is byte for byte what loading the
+// kept events, applying the overrides and saving would write. Nothing is
+// visible at the output until every check has passed: the checks run on
+// what was read, and their errors are reported in the same order for every
+// source.
+//
+// With keep, the kept events are returned in made.forked, as Save writes
+// them; without, payloads are only hashed and made.forked has no events.
+func forkSource(src *source, cut Cut, cfg *traceConfig, sc *scan, keep bool) (*made, error) {
+	targets, err := checkOverrides(cfg.overrides)
 	if err != nil {
 		return nil, err
 	}
-	var kept []trace.Event
-	var sc scan
-	err = sc.run(src.events, point, targets, func(ev *trace.Event) { kept = append(kept, *ev) })
-	src.scanned, src.complete = sc.scanned, sc.complete
-	if err != nil {
-		return nil, err
+	parent := src.manifest
+	// The run id is needed to write; its errors are reported after the
+	// checks of the events.
+	runID, ancestors, runIDErr := forkRunID(cfg, parent.RunID, src.parentFork)
+	if runIDErr != nil {
+		runID = parent.RunID + "_fork" // written under it only until aborted
 	}
-	chosen, last, err := sc.check(point, targets)
-	if err != nil {
-		return nil, err
-	}
-	applied := make([]appliedOverride, 0, len(chosen))
-	for i, t := range chosen {
-		orig, _ := trace.RedactValue(kept[i].Output)
-		applied = append(applied, appliedOverride{t: t, index: i, originalHash: trace.Hash(orig)})
-	}
-	slices.SortFunc(applied, func(a, b appliedOverride) int { return a.index - b.index })
 
-	runID, ancestors, err := forkRunID(opts, src.manifest.RunID, src.parentFork)
+	m := parent
+	m.RunID = runID
+	var w *trace.BundleWriter
+	var saveErr error
+	if cfg.save {
+		if w, err = trace.NewBundleWriter(cfg.out, m, cfg.saveOpts...); err != nil {
+			return nil, &staticError{msg: fmt.Sprintf("cannot save the fork: %v", err), err: err}
+		}
+	}
+	committed := false
+	defer func() {
+		if w != nil && !committed {
+			w.Abort()
+		}
+	}()
+
+	byID := map[string]target{}
+	byStep := map[int]target{}
+	for _, t := range targets {
+		if t.t.kind == targetStep {
+			byStep[t.t.step] = t
+		} else {
+			byID[t.t.id] = t
+		}
+	}
+	var (
+		events       []trace.Event
+		applied      []appliedOverride
+		appliedOut   []trace.Event // the overridden events as written
+		overrideReds []trace.RedactionEntry
+		prepErr      error
+		prevStep     int
+		hasEnd       bool
+		cost         float64
+		hasCost      bool
+		full         trace.Event
+	)
+	write := func(ev *trace.Event) {
+		index := len(sc.kept) - 1 // scan has noted ev
+		switch ev.Type {
+		case trace.RunEnd:
+			hasEnd = true
+		case trace.LLMResponse:
+			if ev.CostUSD != nil {
+				cost += *ev.CostUSD
+				hasCost = true
+			}
+		}
+		// The override this event takes when the overrides resolve
+		// without error (resolveOverrides): its id's, or else its step's
+		// if it is the first event of that step.
+		// (Steps do not decrease in a trace that passes checkStructure.)
+		t, ok := byID[ev.ID]
+		if !ok && (index == 0 || ev.Step != prevStep) {
+			t, ok = byStep[ev.Step]
+		}
+		prevStep = ev.Step
+		ok = ok && (ev.Type == trace.ToolResult || ev.Type == trace.LLMResponse)
+		raw := !ok && src.savedForm != nil && src.savedForm() // before ev's run id changes
+		e := ev
+		if !raw && !keep && src.decode != nil {
+			if err := src.decode(&full); err != nil {
+				prepErr = cmpErr(prepErr, err)
+				return
+			}
+			e = &full
+		}
+		e.RunID = runID
+		if ok {
+			orig, _ := trace.RedactValue(e.Output)
+			a := appliedOverride{t: t, index: index, originalHash: trace.Hash(orig)}
+			e.Output = t.value
+			e.Status = trace.StatusOK
+			e.Redactions = slices.DeleteFunc(slices.Clone(e.Redactions), isOutputPointer)
+			red, entries, err := trace.RedactEvent(*e)
+			if err != nil {
+				prepErr = cmpErr(prepErr, fmt.Errorf("event %s: %w", e.ID, err))
+				return
+			}
+			red.SetHashes()
+			*e = red
+			overrideReds = append(overrideReds, entries...)
+			applied = append(applied, a)
+			appliedOut = append(appliedOut, red)
+		}
+		if keep {
+			events = append(events, *e)
+		}
+		if w == nil || saveErr != nil {
+			return
+		}
+		if raw {
+			saveErr = w.WriteRaw(e, src.rawLine())
+		} else {
+			saveErr = w.WriteEvent(e)
+		}
+	}
+	if err := sc.run(src.events, cut, targets, write); err != nil {
+		return nil, err
+	}
+	last, err := sc.check(cut, targets)
 	if err != nil {
 		return nil, err
 	}
-	forked := buildFork(src, kept, runID, applied)
-	prep, err := forked.Prepared()
-	if err != nil {
-		return nil, &ForkError{Msg: fmt.Sprintf("cannot fork: %v", err), Err: err}
+	if runIDErr != nil {
+		return nil, runIDErr
 	}
-	info := newInfo(opts, runID, &src.manifest, src.parentPath, point, last, ancestors)
-	data, err := info.recordOverrides(applied, func(i int) *trace.Event { return &prep.Events[applied[i].index] })
+	if prepErr != nil {
+		return nil, &staticError{msg: fmt.Sprintf("cannot fork: %v", prepErr), err: prepErr}
+	}
+
+	// A fork that keeps the run's end keeps its status, failure and
+	// totals; any other fork is an unfinished run.
+	if !hasEnd {
+		m.Status, m.Failure = trace.RunRunning, nil
+		m.Totals.DurationMS = nil
+		m.Totals.CostUSD = nil
+		if hasCost {
+			m.Totals.CostUSD = &cost
+		}
+	}
+	m.Totals.Events, m.Totals.LLMCalls, m.Totals.ToolCalls = len(sc.kept), 0, 0
+	keptIDs := make(map[string]bool, len(sc.kept))
+	for _, k := range sc.kept {
+		keptIDs[k.id] = true
+		switch k.typ {
+		case trace.LLMRequest:
+			m.Totals.LLMCalls++
+		case trace.ToolCall:
+			m.Totals.ToolCalls++
+		}
+	}
+	overridden := map[string]bool{}
+	for _, a := range applied {
+		overridden[sc.kept[a.index].id] = true
+	}
+	var reds []trace.RedactionEntry
+	for _, e := range src.redactions() {
+		if e.EventID != trace.ManifestEventID && !keptIDs[e.EventID] {
+			continue
+		}
+		if overridden[e.EventID] && isOutputPointer(e.Path) {
+			continue // the output it described is replaced
+		}
+		reds = append(reds, e)
+	}
+	reds = append(reds, overrideReds...)
+
+	info := newInfo(cfg, runID, &parent, src.parentPath, cut, last, ancestors)
+	data, err := info.recordOverrides(applied, func(k int) *trace.Event { return &appliedOut[k] })
 	if err != nil {
 		return nil, err
 	}
-	prep.Extras = map[string][]byte{InfoFile: data}
-	return &made{forked: prep, info: info}, nil
+	forked := &trace.Trace{Manifest: m, Events: events, Redactions: reds, Extras: map[string][]byte{InfoFile: data}}
+	if keep {
+		// As Save writes it: redacted, payload hashes computed.
+		if forked, err = forked.Prepared(); err != nil {
+			return nil, &staticError{msg: fmt.Sprintf("cannot fork: %v", err), err: err}
+		}
+	}
+	if w == nil {
+		return &made{forked: forked, info: info}, nil
+	}
+	if saveErr == nil {
+		w.SetManifest(m)
+		w.SetRedactions(reds)
+		saveErr = w.SetExtra(InfoFile, data)
+	}
+	if saveErr == nil {
+		committed = true
+		saveErr = w.Close()
+	}
+	if saveErr != nil {
+		return nil, &staticError{msg: fmt.Sprintf("cannot save the fork: %v", saveErr), err: saveErr}
+	}
+	forked.Path = w.Path()
+	return &made{forked: forked, info: info}, nil
 }
 
-// checkOverrides converts the outputs and checks each override's shape and
-// that no two name the same step or event.
-func checkOverrides(overrides []Override) ([]target, error) {
+// cmpErr keeps the first error.
+func cmpErr(first, err error) error {
+	if first != nil {
+		return first
+	}
+	return err
+}
+
+// checkOverrides converts the outputs and checks each override's target,
+// and that no two name the same step or event.
+func checkOverrides(overrides []override) ([]target, error) {
 	targets := make([]target, 0, len(overrides))
 	steps := map[int]bool{}
 	ids := map[string]bool{}
 	var problems []string
-	for i, o := range overrides {
-		switch {
-		case o.HasStep && o.EventID != "":
-			problems = append(problems, fmt.Sprintf("override %d names both step %d and event %s; an override requires either event_id or step", i+1, o.Step, o.EventID))
-			continue
-		case !o.HasStep && o.EventID == "" && o.Step != 0:
-			problems = append(problems, fmt.Sprintf("override %d requires either event_id or step (Step is %d but HasStep is false; use fork.OverrideStep(%d, output))", i+1, o.Step, o.Step))
-			continue
-		case !o.HasStep && o.EventID == "":
-			problems = append(problems, fmt.Sprintf("override %d requires either event_id or step", i+1))
+	for _, o := range overrides {
+		switch o.target.kind {
+		case targetStep:
+			if steps[o.target.step] {
+				return nil, forkErr(ErrConflict, "duplicate override for step %d", o.target.step)
+			}
+			steps[o.target.step] = true
+		case targetEvent:
+			if ids[o.target.id] {
+				return nil, forkErr(ErrConflict, "duplicate override for event %s", o.target.id)
+			}
+			ids[o.target.id] = true
+		default:
+			problems = append(problems, fmt.Sprintf("override of %s: a static fork overrides a recorded event, addressed with fork.OnStep or fork.OnEvent (fork.OnCall addresses the calls of a counterfactual tail)", o.target))
 			continue
 		}
-		if o.HasStep {
-			if steps[o.Step] {
-				return nil, forkErr(ErrDuplicateOverride, "duplicate override for step %d", o.Step)
-			}
-			steps[o.Step] = true
-		} else {
-			if ids[o.EventID] {
-				return nil, forkErr(ErrDuplicateOverride, "duplicate override for event %s", o.EventID)
-			}
-			ids[o.EventID] = true
-		}
-		var v trace.Value
-		if tv, ok := o.Output.(trace.Value); ok {
-			v = tv
-		} else {
+		v, ok := o.output.(trace.Value)
+		if !ok {
 			var err error
-			if v, err = trace.ValueOf(o.Output); err != nil {
-				problems = append(problems, fmt.Sprintf("override of %s: output is not JSON: %v", o.target(), err))
+			if v, err = trace.ValueOf(o.output); err != nil {
+				problems = append(problems, fmt.Sprintf("override of %s: output is not JSON: %v", o.target, err))
 				continue
 			}
 		}
 		if v.IsAbsent() {
-			problems = append(problems, fmt.Sprintf("override of %s has no output (an absent trace.Value); use trace.NullValue for null", o.target()))
+			problems = append(problems, fmt.Sprintf("override of %s has no output (an absent trace.Value); use trace.NullValue for null", o.target))
 			continue
 		}
-		targets = append(targets, target{o: o, value: v, index: i})
+		targets = append(targets, target{t: o.target, value: v})
 	}
 	if len(problems) > 0 {
-		return nil, forkErr(ErrInvalidOverrides, "invalid overrides: %s", strings.Join(problems, "; "))
+		return nil, forkErr(ErrInvalidChange, "invalid overrides: %s", strings.Join(problems, "; "))
 	}
 	return targets, nil
 }
 
 // unresolved returns the step and event-id targets the kept events do not
-// hold: the scan goes on past the fork point to tell "beyond the fork" from
-// "not in the trace".
+// hold: the scan goes on past the cut to tell "beyond the fork" from "not
+// in the trace".
 func unresolved(targets []target, kept []keptMeta) (map[int]bool, map[string]bool) {
 	steps, ids := map[int]bool{}, map[string]bool{}
 	for _, t := range targets {
-		if t.o.HasStep {
-			steps[t.o.Step] = true
+		if t.t.kind == targetStep {
+			steps[t.t.step] = true
 		} else {
-			ids[t.o.EventID] = true
+			ids[t.t.id] = true
 		}
 	}
 	for i := range kept {
@@ -665,13 +720,13 @@ func unresolved(targets []target, kept []keptMeta) (map[int]bool, map[string]boo
 }
 
 // recordOverrides lists the applied overrides in i (event(k) is the
-// prepared event of applied[k]) and returns fork.json.
+// event of applied[k] as written) and returns fork.json.
 func (i *Info) recordOverrides(applied []appliedOverride, event func(k int) *trace.Event) ([]byte, error) {
 	i.OverridesApplied = len(applied)
 	for k, a := range applied {
 		ev := event(k)
 		i.Overrides = append(i.Overrides, AppliedOverride{
-			Target:             a.t.o.target(),
+			Target:             a.t.t.String(),
 			Step:               ev.Step,
 			EventID:            ev.ID,
 			Type:               ev.Type,
@@ -682,7 +737,7 @@ func (i *Info) recordOverrides(applied []appliedOverride, event func(k int) *tra
 	}
 	data, err := i.marshal()
 	if err != nil {
-		return nil, &ForkError{Msg: fmt.Sprintf("cannot fork: writing %s: %v", InfoFile, err), Err: err}
+		return nil, &staticError{msg: fmt.Sprintf("cannot fork: writing %s: %v", InfoFile, err), err: err}
 	}
 	return data, nil
 }
@@ -693,11 +748,12 @@ type appliedOverride struct {
 	originalHash string
 }
 
-// resolveOverrides maps every override to a kept event, or explains why it
-// cannot be: every problem is reported, in the order of the overrides.
-func resolveOverrides(targets []target, kept []keptMeta, last keptMeta, beyondSteps map[int]bool, beyondIDs map[string]seenEvent, maxStep int) (map[int]target, error) {
+// resolveOverrides checks that every override names a kept, overridable
+// event, or explains why it does not: every problem is reported, in the
+// order of the overrides.
+func resolveOverrides(targets []target, kept []keptMeta, last keptMeta, beyondSteps map[int]bool, beyondIDs map[string]seenEvent, maxStep int) error {
 	if len(targets) == 0 {
-		return nil, nil
+		return nil
 	}
 	byID := make(map[string]int, len(kept))
 	byStep := make(map[int][]int, len(kept))
@@ -709,7 +765,7 @@ func resolveOverrides(targets []target, kept []keptMeta, last keptMeta, beyondSt
 	}
 	forkEnd := fmt.Sprintf("the fork ends at step %d (fork point event %s)", last.step, last.id)
 	var problems []string
-	chosen := map[int]target{} // kept index → override
+	chosen := map[int]bool{} // kept indexes an event-id override takes
 	overridable := func(i int, what string) bool {
 		switch kept[i].typ {
 		case trace.ToolResult, trace.LLMResponse:
@@ -720,15 +776,15 @@ func resolveOverrides(targets []target, kept []keptMeta, last keptMeta, beyondSt
 	}
 	// Event-id overrides first: they beat a step override of the same event.
 	for _, t := range targets {
-		if t.o.HasStep {
+		if t.t.kind != targetEvent {
 			continue
 		}
-		id := t.o.EventID
+		id := t.t.id
 		i, ok := byID[id]
 		switch {
 		case ok:
 			if overridable(i, "event "+id) {
-				chosen[i] = t
+				chosen[i] = true
 			}
 		case beyondIDs[id].typ != "":
 			s := beyondIDs[id]
@@ -738,10 +794,10 @@ func resolveOverrides(targets []target, kept []keptMeta, last keptMeta, beyondSt
 		}
 	}
 	for _, t := range targets {
-		if !t.o.HasStep {
+		if t.t.kind != targetStep {
 			continue
 		}
-		s := t.o.Step
+		s := t.t.step
 		idx := byStep[s]
 		switch {
 		case s < 0:
@@ -753,12 +809,8 @@ func resolveOverrides(targets []target, kept []keptMeta, last keptMeta, beyondSt
 			}
 			problems = append(problems, fmt.Sprintf("override targets step %d, which %d events share: %s; target one by event_id", s, len(idx), strings.Join(names, ", ")))
 		case len(idx) == 1:
-			i := idx[0]
-			if _, taken := chosen[i]; taken {
-				continue // an event-id override of the same event wins
-			}
-			if overridable(i, "step "+strconv.Itoa(s)) {
-				chosen[i] = t
+			if !chosen[idx[0]] { // an event-id override of the same event wins
+				overridable(idx[0], "step "+strconv.Itoa(s))
 			}
 		case beyondSteps[s]:
 			problems = append(problems, fmt.Sprintf("override targets step %d but %s; fork at step %d or later, or drop the override", s, forkEnd, s))
@@ -769,9 +821,9 @@ func resolveOverrides(targets []target, kept []keptMeta, last keptMeta, beyondSt
 		}
 	}
 	if len(problems) > 0 {
-		return nil, forkErr(ErrInvalidOverrides, "invalid overrides: %s", strings.Join(problems, "; "))
+		return forkErr(ErrInvalidChange, "invalid overrides: %s", strings.Join(problems, "; "))
 	}
-	return chosen, nil
+	return nil
 }
 
 // checkStructure refuses a fork whose kept events would not validate: a
@@ -797,63 +849,6 @@ func checkStructure(kept []keptMeta, last keptMeta) error {
 		seen[ev.id] = i
 	}
 	return nil
-}
-
-// buildFork assembles the fork from the kept events: new run id everywhere,
-// the overrides applied, the manifest's status and totals made true of the
-// kept events.
-func buildFork(src *source, kept []trace.Event, runID string, applied []appliedOverride) *trace.Trace {
-	m := src.manifest
-	m.RunID = runID
-	hasEnd := false
-	var cost float64
-	hasCost := false
-	for i := range kept {
-		ev := &kept[i]
-		ev.RunID = runID
-		switch ev.Type {
-		case trace.RunEnd:
-			hasEnd = true
-		case trace.LLMResponse:
-			if ev.CostUSD != nil {
-				cost += *ev.CostUSD
-				hasCost = true
-			}
-		}
-	}
-	// A fork that keeps the run's end keeps its status, failure and totals;
-	// any other fork is an unfinished run.
-	if !hasEnd {
-		m.Status, m.Failure = trace.RunRunning, nil
-		m.Totals.DurationMS = nil
-		m.Totals.CostUSD = nil
-		if hasCost {
-			m.Totals.CostUSD = &cost
-		}
-	}
-	overridden := map[string]bool{}
-	for _, a := range applied {
-		ev := &kept[a.index]
-		ev.Output = a.t.value
-		ev.Status = trace.StatusOK
-		ev.Redactions = slices.DeleteFunc(slices.Clone(ev.Redactions), isOutputPointer)
-		overridden[ev.ID] = true
-	}
-	keptIDs := make(map[string]bool, len(kept))
-	for i := range kept {
-		keptIDs[kept[i].ID] = true
-	}
-	var reds []trace.RedactionEntry
-	for _, r := range src.redactions {
-		if r.EventID != trace.ManifestEventID && !keptIDs[r.EventID] {
-			continue
-		}
-		if overridden[r.EventID] && isOutputPointer(r.Path) {
-			continue // the output it described is replaced
-		}
-		reds = append(reds, r)
-	}
-	return &trace.Trace{Manifest: m, Events: kept, Redactions: reds}
 }
 
 func isOutputPointer(p string) bool { return p == "/output" || strings.HasPrefix(p, "/output/") }

@@ -117,8 +117,8 @@ func processCPU() (d time.Duration, ok bool) {
 
 // BenchmarkForkLarge forks a 1M-event bundle (about 0.5 GB of events.jsonl,
 // generated once under os.TempDir) through its path at steps 1k, 10k, 100k
-// and 1M-1 (the last is skipped with -short), keeping Result.Trace and
-// with NoTrace. SetBytes is the part of events.jsonl before the fork point,
+// and 1M-1 (the last is skipped with -short), as stepfork fork does it
+// (the fork streamed, never held in memory). SetBytes is the part of events.jsonl before the fork point,
 // so MB/s is the fork's throughput and ns/op should grow in proportion to
 // the step.
 func BenchmarkForkLarge(b *testing.B) {
@@ -130,11 +130,8 @@ func BenchmarkForkLarge(b *testing.B) {
 		steps = steps[:3]
 	}
 	for _, at := range steps {
-		for _, noTrace := range []bool{false, true} {
+		{
 			name := fmt.Sprintf("step=%d", at)
-			if noTrace {
-				name += "/NoTrace" // as stepfork fork does it
-			}
 			b.Run(name, func(b *testing.B) {
 				b.SetBytes(ends[at])
 				b.ReportAllocs()
@@ -147,7 +144,7 @@ func BenchmarkForkLarge(b *testing.B) {
 				}()
 				for b.Loop() {
 					n++
-					res, err := Trace(src, AtStep(at), Options{OutputPath: out, Overwrite: true, NoTrace: noTrace})
+					res, err := Trace(src, ThroughStep(at), testOpts{OutputPath: out, Overwrite: true}.list()...)
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -172,7 +169,7 @@ func BenchmarkForkPath(b *testing.B) {
 			b.SetBytes(ends[at])
 			b.ReportAllocs()
 			for b.Loop() {
-				res, err := Trace(src, AtStep(at), Options{OutputPath: out, Overwrite: true})
+				res, err := Trace(src, ThroughStep(at), testOpts{OutputPath: out, Overwrite: true}.list()...)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -196,9 +193,9 @@ func BenchmarkEngineFork(b *testing.B) {
 		b.Run(fmt.Sprintf("step=%d", at), func(b *testing.B) {
 			b.SetBytes(ends[at])
 			b.ReportAllocs()
-			opts := Options{Overrides: []Override{OverrideStep(at/2*2, map[string]any{"text": "changed"})}}
+			opts := testOpts{Overrides: []TraceOption{Override(OnStep(at/2*2), map[string]any{"text": "changed"})}}
 			for b.Loop() {
-				if _, _, err := NewEngine(tr, AtStep(at), opts).Fork(); err != nil {
+				if _, _, err := forkMem(tr, ThroughStep(at), opts); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -128,28 +128,31 @@ func TestPointErrors(t *testing.T) {
 	tr := tenSteps(t)
 	tests := []struct {
 		name  string
-		point Point
+		point Cut
 		want  string
 		is    error
 	}{
-		{"neither", Point{}, "fork point requires either event_id or step", ErrPointRequired},
-		{"both", Point{Step: 2, HasStep: true, EventID: "evt_001"}, "fork point requires either event_id or step, not both (got step 2 and event_id evt_001)", ErrPointRequired},
-		{"step without HasStep", Point{Step: 5}, "fork point requires either event_id or step (Step is 5 but HasStep is false; build the point with fork.AtStep(5))", ErrPointRequired},
-		{"step not found", AtStep(999), "step 999 not found in trace", ErrPointNotFound},
-		{"negative step", AtStep(-1), "step -1 not found in trace; steps start at 0", ErrPointNotFound},
-		{"event not found", AtEvent("evt_nope"), "event evt_nope not found in trace", ErrPointNotFound},
+		{"zero cut is step 0", Cut{}, "", nil},
+		{"step not found", ThroughStep(999), "step 999 not found in trace", ErrUnresolved},
+		{"negative step", ThroughStep(-1), "step -1 not found in trace; steps start at 0", ErrUnresolved},
+		{"event not found", ThroughEvent("evt_nope"), "event evt_nope not found in trace", ErrUnresolved},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, _, err := NewEngine(tr, tt.point, Options{}).Fork()
+			forked, _, err := forkMem(tr, tt.point, testOpts{})
+			if tt.is == nil {
+				if err != nil || len(forked.Events) != 1 {
+					t.Fatalf("fork through the zero Cut: %v; want run_start alone", err)
+				}
+				return
+			}
 			checkErr(t, err, tt.want, tt.is)
 		})
 	}
 }
 
-// checkErr checks an error's exact text, its sentinel, and that it is a
-// *ForkError.
+// checkErr checks an error's exact text and its sentinel.
 func checkErr(t testing.TB, err error, want string, is error) {
 	t.Helper()
 	if err == nil {
@@ -161,32 +164,28 @@ func checkErr(t testing.TB, err error, want string, is error) {
 	if !errors.Is(err, is) {
 		t.Errorf("error %q does not match %v", err, is)
 	}
-	var fe *ForkError
-	if !errors.As(err, &fe) {
-		t.Errorf("error %T is not a *ForkError", err)
-	}
 }
 
 func TestForkAtStepKeepsPrefix(t *testing.T) {
 	t.Parallel()
 	tr := tenSteps(t)
 	tests := []struct {
-		point      Point
+		point      Cut
 		wantEvents int
 		wantStep   int
 		wantID     string
 		wantStatus trace.RunStatus
 	}{
-		{AtStep(5), 6, 5, "evt_006", trace.RunRunning},
-		{AtStep(0), 1, 0, "evt_001", trace.RunRunning},
-		{AtStep(9), 10, 9, "evt_010", trace.RunCompleted},
-		{AtEvent("evt_004"), 4, 3, "evt_004", trace.RunRunning},
-		{AtEvent("evt_010"), 10, 9, "evt_010", trace.RunCompleted},
+		{ThroughStep(5), 6, 5, "evt_006", trace.RunRunning},
+		{ThroughStep(0), 1, 0, "evt_001", trace.RunRunning},
+		{ThroughStep(9), 10, 9, "evt_010", trace.RunCompleted},
+		{ThroughEvent("evt_004"), 4, 3, "evt_004", trace.RunRunning},
+		{ThroughEvent("evt_010"), 10, 9, "evt_010", trace.RunCompleted},
 	}
 	for _, tt := range tests {
 		t.Run(tt.point.String(), func(t *testing.T) {
 			t.Parallel()
-			forked, info, err := NewEngine(tr, tt.point, Options{RunID: "run_fork", Now: fixedNow}).Fork()
+			forked, info, err := forkMem(tr, tt.point, testOpts{RunID: "run_fork", Now: fixedNow})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -219,16 +218,16 @@ func TestForkBookingAgent(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	src := copyBundle(t, bookingAgentPath, dir, "failure.sftrace")
-	res, err := Trace(src, AtStep(2), Options{})
+	res, err := Trace(src, ThroughStep(2), testOpts{}.list()...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := filepath.Join(dir, "failure-forked.sftrace")
-	if !res.Success || res.ForkedTracePath != want {
-		t.Errorf("success %v, path %q; want true, %q", res.Success, res.ForkedTracePath, want)
+	if res.Path != want {
+		t.Errorf("path %q; want %q", res.Path, want)
 	}
-	if res.OriginalEventCount != 15 || res.ForkedEventCount != 3 || res.ExcludedEvents() != 12 ||
-		res.ForkPointStep != 2 || res.ForkPointEventID != "evt_003" || res.OverridesApplied != 0 || res.ErrorMessage != "" {
+	if res.OriginalEventCount != 15 || res.ForkedEventCount != 3 || res.Trace != nil ||
+		res.Info.ForkPointStep != 2 || res.Info.ForkPointEventID != "evt_003" || res.Info.OverridesApplied != 0 {
 		t.Errorf("result %+v", res)
 	}
 	checkStrict(t, want)
@@ -275,7 +274,7 @@ func TestForkFailedRunKeepsFailure(t *testing.T) {
 		step   int
 		status trace.RunStatus
 	}{{11, trace.RunRunning}, {12, trace.RunRunning}, {13, trace.RunRunning}, {14, trace.RunFailed}} {
-		forked, _, err := NewEngine(tr, AtStep(tt.step), Options{}).Fork()
+		forked, _, err := forkMem(tr, ThroughStep(tt.step), testOpts{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -293,25 +292,25 @@ func TestForkFailedRunKeepsFailure(t *testing.T) {
 // sources runs a test against both kinds of Source: the loaded trace and the
 // path of its bundle. The fork is saved in a temporary directory unless the
 // test names an output.
-func sources(t *testing.T, tr *trace.Trace, f func(t *testing.T, fork func(Point, Options) (*Result, error))) {
+func sources(t *testing.T, tr *trace.Trace, f func(t *testing.T, fork func(Cut, testOpts) (*Result, error))) {
 	t.Helper()
 	path := saveTemp(t, tr.Clone(), "parent.sftrace") // Save sets Path: keep tr unchanged
 	t.Run("trace", func(t *testing.T) {
 		t.Parallel()
-		f(t, func(p Point, o Options) (*Result, error) {
+		f(t, func(p Cut, o testOpts) (*Result, error) {
 			if o.OutputPath == "" {
 				o.OutputPath = filepath.Join(t.TempDir(), "out.sftrace")
 			}
-			return Trace(tr, p, o)
+			return Trace(tr, p, o.list()...)
 		})
 	})
 	t.Run("path", func(t *testing.T) {
 		t.Parallel()
-		f(t, func(p Point, o Options) (*Result, error) {
+		f(t, func(p Cut, o testOpts) (*Result, error) {
 			if o.OutputPath == "" {
 				o.OutputPath = filepath.Join(t.TempDir(), "out.sftrace")
 			}
-			return Trace(path, p, o)
+			return Trace(path, p, o.list()...)
 		})
 	})
 }
@@ -321,53 +320,49 @@ func TestOverrideErrors(t *testing.T) {
 	tr := tenSteps(t)
 	tests := []struct {
 		name      string
-		point     Point
-		overrides []Override
+		point     Cut
+		overrides []TraceOption
 		want      string
 		is        error
 	}{
-		{"step beyond the trace", AtStep(5), []Override{OverrideStep(999, map[string]any{})},
-			"invalid overrides: override targets step 999 but trace only has 10 steps", ErrInvalidOverrides},
-		{"not overridable", AtStep(5), []Override{OverrideStep(1, map[string]any{})},
-			"invalid overrides: override targets step 1 (tool_call); only tool_result and llm_response can be overridden", ErrInvalidOverrides},
-		{"run_start not overridable", AtStep(5), []Override{OverrideStep(0, 1)},
-			"invalid overrides: override targets step 0 (run_start); only tool_result and llm_response can be overridden", ErrInvalidOverrides},
-		{"llm_request not overridable by id", AtStep(9), []Override{OverrideEvent("evt_007", 1)},
-			"invalid overrides: override targets event evt_007 (llm_request); only tool_result and llm_response can be overridden", ErrInvalidOverrides},
-		{"duplicate step", AtStep(5), []Override{OverrideStep(5, 1), OverrideStep(5, 2)},
-			"duplicate override for step 5", ErrDuplicateOverride},
-		{"duplicate event", AtStep(5), []Override{OverrideEvent("evt_006", 1), OverrideEvent("evt_006", 2)},
-			"duplicate override for event evt_006", ErrDuplicateOverride},
-		{"unknown event", AtStep(5), []Override{OverrideEvent("evt_nope", 1)},
-			"invalid overrides: override targets event evt_nope, which is not in the trace", ErrInvalidOverrides},
-		{"step beyond the fork point", AtStep(2), []Override{OverrideStep(5, 1)},
-			"invalid overrides: override targets step 5 but the fork ends at step 2 (fork point event evt_003); fork at step 5 or later, or drop the override", ErrInvalidOverrides},
-		{"event beyond the fork point", AtEvent("evt_003"), []Override{OverrideEvent("evt_008", 1)},
-			"invalid overrides: override targets event evt_008 (step 7, llm_response) but the fork ends at step 2 (fork point event evt_003); fork at step 7 or later, or drop the override", ErrInvalidOverrides},
-		{"negative step", AtStep(5), []Override{OverrideStep(-2, 1)},
-			"invalid overrides: override targets step -2; steps start at 0", ErrInvalidOverrides},
-		{"no target", AtStep(5), []Override{{Output: 1}},
-			"invalid overrides: override 1 requires either event_id or step", ErrInvalidOverrides},
-		{"step without HasStep", AtStep(5), []Override{{Step: 5, Output: 1}},
-			"invalid overrides: override 1 requires either event_id or step (Step is 5 but HasStep is false; use fork.OverrideStep(5, output))", ErrInvalidOverrides},
-		{"both targets", AtStep(5), []Override{{Step: 5, HasStep: true, EventID: "evt_006", Output: 1}},
-			"invalid overrides: override 1 names both step 5 and event evt_006; an override requires either event_id or step", ErrInvalidOverrides},
-		{"absent output", AtStep(5), []Override{OverrideStep(5, trace.Value{})},
-			"invalid overrides: override of step 5 has no output (an absent trace.Value); use trace.NullValue for null", ErrInvalidOverrides},
-		{"every problem reported", AtStep(5), []Override{OverrideStep(1, 1), OverrideStep(999, 1), OverrideEvent("evt_x", 1)},
-			"invalid overrides: override targets event evt_x, which is not in the trace; override targets step 1 (tool_call); only tool_result and llm_response can be overridden; override targets step 999 but trace only has 10 steps", ErrInvalidOverrides},
-		{"fork point checked first", AtStep(999), []Override{OverrideStep(999, 1)},
-			"step 999 not found in trace", ErrPointNotFound},
+		{"step beyond the trace", ThroughStep(5), []TraceOption{Override(OnStep(999), map[string]any{})},
+			"invalid overrides: override targets step 999 but trace only has 10 steps", ErrInvalidChange},
+		{"not overridable", ThroughStep(5), []TraceOption{Override(OnStep(1), map[string]any{})},
+			"invalid overrides: override targets step 1 (tool_call); only tool_result and llm_response can be overridden", ErrInvalidChange},
+		{"run_start not overridable", ThroughStep(5), []TraceOption{Override(OnStep(0), 1)},
+			"invalid overrides: override targets step 0 (run_start); only tool_result and llm_response can be overridden", ErrInvalidChange},
+		{"llm_request not overridable by id", ThroughStep(9), []TraceOption{Override(OnEvent("evt_007"), 1)},
+			"invalid overrides: override targets event evt_007 (llm_request); only tool_result and llm_response can be overridden", ErrInvalidChange},
+		{"duplicate step", ThroughStep(5), []TraceOption{Override(OnStep(5), 1), Override(OnStep(5), 2)},
+			"duplicate override for step 5", ErrConflict},
+		{"duplicate event", ThroughStep(5), []TraceOption{Override(OnEvent("evt_006"), 1), Override(OnEvent("evt_006"), 2)},
+			"duplicate override for event evt_006", ErrConflict},
+		{"unknown event", ThroughStep(5), []TraceOption{Override(OnEvent("evt_nope"), 1)},
+			"invalid overrides: override targets event evt_nope, which is not in the trace", ErrInvalidChange},
+		{"step beyond the fork point", ThroughStep(2), []TraceOption{Override(OnStep(5), 1)},
+			"invalid overrides: override targets step 5 but the fork ends at step 2 (fork point event evt_003); fork at step 5 or later, or drop the override", ErrInvalidChange},
+		{"event beyond the fork point", ThroughEvent("evt_003"), []TraceOption{Override(OnEvent("evt_008"), 1)},
+			"invalid overrides: override targets event evt_008 (step 7, llm_response) but the fork ends at step 2 (fork point event evt_003); fork at step 7 or later, or drop the override", ErrInvalidChange},
+		{"negative step", ThroughStep(5), []TraceOption{Override(OnStep(-2), 1)},
+			"invalid overrides: override targets step -2; steps start at 0", ErrInvalidChange},
+		{"a call target", ThroughStep(5), []TraceOption{Override(OnCall("search", 1), 1)},
+			"invalid overrides: override of 'search' call 1: a static fork overrides a recorded event, addressed with fork.OnStep or fork.OnEvent (fork.OnCall addresses the calls of a counterfactual tail)", ErrInvalidChange},
+		{"absent output", ThroughStep(5), []TraceOption{Override(OnStep(5), trace.Value{})},
+			"invalid overrides: override of step 5 has no output (an absent trace.Value); use trace.NullValue for null", ErrInvalidChange},
+		{"every problem reported", ThroughStep(5), []TraceOption{Override(OnStep(1), 1), Override(OnStep(999), 1), Override(OnEvent("evt_x"), 1)},
+			"invalid overrides: override targets event evt_x, which is not in the trace; override targets step 1 (tool_call); only tool_result and llm_response can be overridden; override targets step 999 but trace only has 10 steps", ErrInvalidChange},
+		{"fork point checked first", ThroughStep(999), []TraceOption{Override(OnStep(999), 1)},
+			"step 999 not found in trace", ErrUnresolved},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			sources(t, tr, func(t *testing.T, fork func(Point, Options) (*Result, error)) {
+			sources(t, tr, func(t *testing.T, fork func(Cut, testOpts) (*Result, error)) {
 				out := filepath.Join(t.TempDir(), "never.sftrace")
-				res, err := fork(tt.point, Options{Overrides: tt.overrides, OutputPath: out})
+				res, err := fork(tt.point, testOpts{Overrides: tt.overrides, OutputPath: out})
 				checkErr(t, err, tt.want, tt.is)
-				if res == nil || res.Success || res.ErrorMessage != tt.want {
-					t.Errorf("result %+v; want Success false and the error message", res)
+				if res != nil {
+					t.Errorf("result %+v with the error; want nil", res)
 				}
 				if _, err := os.Stat(out); !errors.Is(err, fs.ErrNotExist) {
 					t.Errorf("a failed fork wrote %s (stat: %v)", out, err)
@@ -379,8 +374,8 @@ func TestOverrideErrors(t *testing.T) {
 
 func TestOverrideUnencodableOutput(t *testing.T) {
 	t.Parallel()
-	_, _, err := NewEngine(tenSteps(t), AtStep(5), Options{Overrides: []Override{OverrideStep(5, func() {})}}).Fork()
-	if !errors.Is(err, ErrInvalidOverrides) || !strings.HasPrefix(err.Error(), "invalid overrides: override of step 5: output is not JSON:") {
+	_, _, err := forkMem(tenSteps(t), ThroughStep(5), testOpts{Overrides: []TraceOption{Override(OnStep(5), func() {})}})
+	if !errors.Is(err, ErrInvalidChange) || !strings.HasPrefix(err.Error(), "invalid overrides: override of step 5: output is not JSON:") {
 		t.Errorf("error %v; want invalid overrides naming step 5", err)
 	}
 }
@@ -389,19 +384,19 @@ func TestOverrideUnencodableOutput(t *testing.T) {
 // step 2 with the tool result overridden to {"value": 999}.
 func TestOverrideApplied(t *testing.T) {
 	t.Parallel()
-	sources(t, getValue(t), func(t *testing.T, fork func(Point, Options) (*Result, error)) {
-		res, err := fork(AtStep(2), Options{Overrides: []Override{OverrideStep(2, map[string]any{"value": 999})}, Now: fixedNow})
+	sources(t, getValue(t), func(t *testing.T, fork func(Cut, testOpts) (*Result, error)) {
+		res, err := fork(ThroughStep(2), testOpts{Overrides: []TraceOption{Override(OnStep(2), map[string]any{"value": 999})}, Now: fixedNow})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.OverridesApplied != 1 || res.ForkedEventCount != 3 {
+		if res.Info.OverridesApplied != 1 || res.ForkedEventCount != 3 {
 			t.Errorf("result %+v; want 1 override, 3 events", res)
 		}
-		forked, err := trace.Load(res.ForkedTracePath)
+		forked, err := trace.Load(res.Path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		checkStrict(t, res.ForkedTracePath)
+		checkStrict(t, res.Path)
 		ev := forked.Events[2]
 		if ev.Output != trace.MustParse(`{"value":999}`) || ev.OutputHash != trace.Hash(ev.Output) || ev.Status != trace.StatusOK {
 			t.Errorf("event 2 output %s hash %s status %s", ev.Output, ev.OutputHash, ev.Status)
@@ -424,11 +419,11 @@ func TestOverrideApplied(t *testing.T) {
 func TestOverridePriority(t *testing.T) {
 	t.Parallel()
 	tr := tenSteps(t)
-	for _, order := range [][]Override{
-		{OverrideStep(5, "by step"), OverrideEvent("evt_006", "by id")},
-		{OverrideEvent("evt_006", "by id"), OverrideStep(5, "by step")},
+	for _, order := range [][]TraceOption{
+		{Override(OnStep(5), "by step"), Override(OnEvent("evt_006"), "by id")},
+		{Override(OnEvent("evt_006"), "by id"), Override(OnStep(5), "by step")},
 	} {
-		forked, info, err := NewEngine(tr, AtStep(7), Options{Overrides: append(order, OverrideStep(7, "model"))}).Fork()
+		forked, info, err := forkMem(tr, ThroughStep(7), testOpts{Overrides: append(order, Override(OnStep(7), "model"))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -461,9 +456,9 @@ func TestOverrideFailedResult(t *testing.T) {
 	}
 	secret := "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789"
 	out := filepath.Join(t.TempDir(), "booked.sftrace")
-	res, err := Trace(tr, AtStep(11), Options{OutputPath: out, Overrides: []Override{
-		OverrideStep(11, map[string]any{"confirmation": "PNR-7QX2", "api_key": secret}),
-	}})
+	res, err := Trace(tr, ThroughStep(11), testOpts{OutputPath: out, Overrides: []TraceOption{
+		Override(OnStep(11), map[string]any{"confirmation": "PNR-7QX2", "api_key": secret}),
+	}}.list()...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -513,25 +508,25 @@ func TestNonContiguousSteps(t *testing.T) {
 	}
 	tests := []struct {
 		name      string
-		point     Point
-		overrides []Override
+		point     Cut
+		overrides []TraceOption
 		events    int
 		err       string
 	}{
-		{"repeated step keeps all its events", AtStep(2), nil, 3, ""},
-		{"point event is the last of its step", AtStep(4), []Override{OverrideEvent("evt_006", 1)}, 6, ""},
-		{"gap", AtStep(3), nil, 0, "step 3 not found in trace"},
-		{"override of a shared step", AtStep(4), []Override{OverrideStep(4, 1)}, 0,
+		{"repeated step keeps all its events", ThroughStep(2), nil, 3, ""},
+		{"point event is the last of its step", ThroughStep(4), []TraceOption{Override(OnEvent("evt_006"), 1)}, 6, ""},
+		{"gap", ThroughStep(3), nil, 0, "step 3 not found in trace"},
+		{"override of a shared step", ThroughStep(4), []TraceOption{Override(OnStep(4), 1)}, 0,
 			"invalid overrides: override targets step 4, which 3 events share: evt_004 (state_change), evt_005 (tool_call), evt_006 (tool_result); target one by event_id"},
-		{"override of a gap", AtStep(12), []Override{OverrideStep(10, 1)}, 0,
+		{"override of a gap", ThroughStep(12), []TraceOption{Override(OnStep(10), 1)}, 0,
 			"invalid overrides: override targets step 10, but no event of the trace has that step"},
-		{"steps counted to the highest", AtStep(12), []Override{OverrideStep(13, 1)}, 0,
+		{"steps counted to the highest", ThroughStep(12), []TraceOption{Override(OnStep(13), 1)}, 0,
 			"invalid overrides: override targets step 13 but trace only has 13 steps"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			forked, info, err := NewEngine(tr, tt.point, Options{Overrides: tt.overrides}).Fork()
+			forked, info, err := forkMem(tr, tt.point, testOpts{Overrides: tt.overrides})
 			if tt.err != "" {
 				if err == nil || err.Error() != tt.err {
 					t.Fatalf("error %v; want %q", err, tt.err)
@@ -572,7 +567,7 @@ func TestBrokenStructure(t *testing.T) {
 			t.Parallel()
 			tr := tenSteps(t)
 			tt.mutate(tr)
-			_, _, err := NewEngine(tr, AtStep(5), Options{}).Fork()
+			_, _, err := forkMem(tr, ThroughStep(5), testOpts{})
 			checkErr(t, err, tt.want, ErrBrokenTrace)
 		})
 	}
@@ -587,23 +582,23 @@ func TestOutputPaths(t *testing.T) {
 		t.Errorf("DefaultOutputPath = %q, want %q", got, want)
 	}
 	// Forking onto the parent is refused, even with Overwrite.
-	_, err := Trace(src, AtStep(2), Options{OutputPath: src, Overwrite: true})
+	_, err := Trace(src, ThroughStep(2), testOpts{OutputPath: src, Overwrite: true}.list()...)
 	if err == nil || !strings.Contains(err.Error(), "is the trace being forked") {
 		t.Errorf("fork onto itself: %v", err)
 	}
 	// An existing output needs Overwrite.
-	if _, err := Trace(src, AtStep(2), Options{}); err != nil {
+	if _, err := Trace(src, ThroughStep(2), testOpts{}.list()...); err != nil {
 		t.Fatal(err)
 	}
-	_, err = Trace(src, AtStep(5), Options{})
-	if err == nil || !errors.Is(err, os.ErrExist) || !strings.Contains(err.Error(), "set Options.Overwrite") {
+	_, err = Trace(src, ThroughStep(5), testOpts{}.list()...)
+	if err == nil || !errors.Is(err, os.ErrExist) || !strings.Contains(err.Error(), "pass trace.Overwrite() to replace it") {
 		t.Errorf("second fork without Overwrite: %v", err)
 	}
-	res, err := Trace(src, AtStep(5), Options{Overwrite: true})
+	res, err := Trace(src, ThroughStep(5), testOpts{OutputPath: DefaultOutputPath(src), Overwrite: true}.list()...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := trace.Load(res.ForkedTracePath); got == nil || len(got.Events) != 6 {
+	if got, _ := trace.Load(res.Path); got == nil || len(got.Events) != 6 {
 		t.Errorf("overwritten fork does not have 6 events")
 	}
 	// A loaded trace is saved only when OutputPath is given.
@@ -611,21 +606,21 @@ func TestOutputPaths(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err = Trace(tr, AtStep(3), Options{})
-	if err != nil || res.ForkedTracePath != "" || res.Trace == nil || len(res.Trace.Events) != 4 {
+	res, err = Trace(tr, ThroughStep(3), testOpts{}.list()...)
+	if err != nil || res.Path != "" || res.Trace == nil || len(res.Trace.Events) != 4 {
 		t.Errorf("fork of a loaded trace: %+v, %v", res, err)
 	}
 	if res.Info.ParentTracePath != src {
 		t.Errorf("parent path %q, want the loaded trace's %q", res.Info.ParentTracePath, src)
 	}
 	// A wrong suffix is refused before anything is read.
-	_, err = Trace(src, AtStep(2), Options{OutputPath: filepath.Join(dir, "out")})
+	_, err = Trace(src, ThroughStep(2), testOpts{OutputPath: filepath.Join(dir, "out")}.list()...)
 	if !errors.Is(err, trace.ErrStorage) {
 		t.Errorf("output without .sftrace: %v", err)
 	}
 	// An unreadable bundle is a storage error.
-	res, err = Trace(filepath.Join(dir, "missing.sftrace"), AtStep(2), Options{})
-	if !errors.Is(err, trace.ErrStorage) || res.Success || res.ErrorMessage == "" {
+	res, err = Trace(filepath.Join(dir, "missing.sftrace"), ThroughStep(2), testOpts{}.list()...)
+	if !errors.Is(err, trace.ErrStorage) || res != nil {
 		t.Errorf("missing bundle: %+v, %v", res, err)
 	}
 }
@@ -647,14 +642,14 @@ func TestPathForkStreams(t *testing.T) {
 	if err := os.WriteFile(events, []byte(strings.Join(lines, "")), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	res, err := Trace(src, AtStep(4), Options{})
+	res, err := Trace(src, ThroughStep(4), testOpts{}.list()...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.ForkedEventCount != 5 || res.OriginalEventCount != 15 {
 		t.Errorf("result %+v; want 5 of 15 events (15 from the manifest)", res)
 	}
-	_, err = Trace(src, AtStep(12), Options{Overwrite: true})
+	_, err = Trace(src, ThroughStep(12), testOpts{OutputPath: DefaultOutputPath(src), Overwrite: true}.list()...)
 	if err == nil || !strings.Contains(err.Error(), "events.jsonl:10: invalid JSON") {
 		t.Errorf("fork past a damaged line: %v", err)
 	}
@@ -684,7 +679,7 @@ func TestGoldenVectorsEveryStep(t *testing.T) {
 					continue
 				}
 				out := filepath.Join(t.TempDir(), "fork.sftrace")
-				res, err := Trace(src, AtStep(ev.Step), Options{OutputPath: out})
+				res, err := Trace(src, ThroughStep(ev.Step), testOpts{OutputPath: out}.list()...)
 				if err != nil {
 					t.Fatalf("step %d: %v", ev.Step, err)
 				}
@@ -754,7 +749,7 @@ func TestRecordedVectorsSampledSteps(t *testing.T) {
 				steps = append(steps, s)
 			}
 			for _, s := range steps {
-				forked, _, err := NewEngine(parent, AtStep(s), Options{}).Fork()
+				forked, _, err := forkMem(parent, ThroughStep(s), testOpts{})
 				if err != nil {
 					t.Fatalf("step %d: %v", s, err)
 				}
@@ -799,7 +794,7 @@ func TestFrozenReplayServesOverride(t *testing.T) {
 			if rec == nil || rec.Trace == nil {
 				t.Fatal("nothing recorded")
 			}
-			res, err := Trace(rec.Trace, AtStep(2), Options{Overrides: []Override{OverrideStep(2, map[string]any{"value": 999})}})
+			res, err := Trace(rec.Trace, ThroughStep(2), testOpts{Overrides: []TraceOption{Override(OnStep(2), map[string]any{"value": 999})}}.list()...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -824,12 +819,12 @@ func TestFrozenReplayServesOverride(t *testing.T) {
 func TestRunIDMustBeNew(t *testing.T) {
 	t.Parallel()
 	tr := tenSteps(t)
-	first, _, err := NewEngine(tr, AtStep(5), Options{RunID: "run_first"}).Fork()
+	first, _, err := forkMem(tr, ThroughStep(5), testOpts{RunID: "run_first"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"run_first", "run_ten"} {
-		_, _, err := NewEngine(first, AtStep(3), Options{RunID: id}).Fork()
+		_, _, err := forkMem(first, ThroughStep(3), testOpts{RunID: id})
 		if err == nil || !strings.Contains(err.Error(), "a fork needs a new run id") {
 			t.Errorf("RunID %s: %v; want it refused", id, err)
 		}

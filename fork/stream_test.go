@@ -63,8 +63,8 @@ func handEdited(t *testing.T) string {
 	return p
 }
 
-// TestStreamedForkMatchesInMemory forks bundles through their path, with
-// and without NoTrace, and checks that the saved fork is byte for byte the
+// TestStreamedForkMatchesInMemory forks bundles through their path and
+// checks that the saved fork is byte for byte the
 // one a fork of the loaded trace saves, and that Result matches: on the
 // shared Python-written bundles, a Go-written one, and a hand-edited one,
 // at the first, a middle and the last step, with an override where the
@@ -83,43 +83,43 @@ func TestStreamedForkMatchesInMemory(t *testing.T) {
 		}
 		last := tr.Events[len(tr.Events)-1].Step
 		for _, at := range []int{0, last / 2, last} {
-			var overrides []Override
+			var overrides []TraceOption
 			for i := range tr.Events {
 				if ev := &tr.Events[i]; ev.Step <= at && (ev.Type == trace.ToolResult || ev.Type == trace.LLMResponse) {
-					overrides = []Override{OverrideEvent(ev.ID, map[string]any{"overridden": true, "eps": 0.00001})}
+					overrides = []TraceOption{Override(OnEvent(ev.ID), map[string]any{"overridden": true, "eps": 0.00001})}
 					break
 				}
 			}
 			t.Run(fmt.Sprintf("%s/step=%d", filepath.Base(src), at), func(t *testing.T) {
 				t.Parallel()
 				dir := t.TempDir()
-				opts := func(out string, noTrace bool) Options {
-					return Options{Overrides: overrides, OutputPath: filepath.Join(dir, out), RunID: "run_forked", Now: fixedNow, NoTrace: noTrace}
+				opts := func(out string) []TraceOption {
+					return testOpts{Overrides: overrides, OutputPath: filepath.Join(dir, out), RunID: "run_forked", Now: fixedNow}.list()
 				}
-				want, err := Trace(tr, AtStep(at), opts("mem.sftrace", false))
+				want, err := Trace(tr, ThroughStep(at), opts("mem.sftrace")...)
 				if err != nil {
 					t.Fatal(err)
 				}
-				got, err := Trace(src, AtStep(at), opts("path.sftrace", false))
+				got, err := Trace(src, ThroughStep(at), opts("path.sftrace")...)
 				if err != nil {
 					t.Fatal(err)
 				}
-				sameBundle(t, want.ForkedTracePath, got.ForkedTracePath)
-				ignore := cmpopts.IgnoreFields(Result{}, "ForkedTracePath")
-				if diff := cmp.Diff(want, got, ignore, cmpopts.IgnoreFields(trace.Trace{}, "Path"), cmpopts.EquateEmpty()); diff != "" {
-					t.Errorf("Result of the path fork differs (-in memory +path):\n%s", diff)
-				}
-				lean, err := Trace(src, AtStep(at), opts("lean.sftrace", true))
-				if err != nil {
-					t.Fatal(err)
-				}
-				sameBundle(t, want.ForkedTracePath, lean.ForkedTracePath)
-				if lean.Trace != nil {
-					t.Error("NoTrace: Result.Trace is set")
+				sameBundle(t, want.Path, got.Path)
+				if got.Trace != nil {
+					t.Error("a fork of a path holds its trace in memory")
 				}
 				want.Trace = nil
-				if diff := cmp.Diff(want, lean, ignore); diff != "" {
-					t.Errorf("Result of the NoTrace fork differs (-in memory +path):\n%s", diff)
+				ignore := cmpopts.IgnoreFields(Result{}, "Path")
+				if diff := cmp.Diff(want, got, ignore, cmpopts.EquateEmpty()); diff != "" {
+					t.Errorf("Result of the path fork differs (-in memory +path):\n%s", diff)
+				}
+				saved, err := trace.Load(got.Path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				mem, _ := Trace(tr, ThroughStep(at), testOpts{Overrides: overrides, RunID: "run_forked", Now: fixedNow}.list()...)
+				if diff := cmp.Diff(mem.Trace, saved, cmpopts.IgnoreFields(trace.Trace{}, "Path"), cmpopts.EquateEmpty()); diff != "" {
+					t.Errorf("Result.Trace of the unsaved fork differs from the saved bundle (-in memory +saved):\n%s", diff)
 				}
 			})
 		}
@@ -134,17 +134,15 @@ func TestStreamedForkErrorsLeaveNothing(t *testing.T) {
 	t.Parallel()
 	tr := tenSteps(t)
 	src := saveTemp(t, tr, "ten.sftrace")
-	for _, noTrace := range []bool{false, true} {
-		dir := t.TempDir()
-		out := filepath.Join(dir, "out.sftrace")
-		opts := Options{Overrides: []Override{OverrideStep(7, "x")}, OutputPath: out, NoTrace: noTrace}
-		_, memErr := Trace(tr, AtStep(3), opts)
-		_, err := Trace(src, AtStep(3), opts)
-		if err == nil || memErr == nil || err.Error() != memErr.Error() || !errors.Is(err, ErrInvalidOverrides) {
-			t.Errorf("NoTrace=%v: path fork error %v; in-memory fork error %v", noTrace, err, memErr)
-		}
-		if entries, _ := os.ReadDir(dir); len(entries) != 0 {
-			t.Errorf("NoTrace=%v: the failed fork left %v", noTrace, entries)
-		}
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out.sftrace")
+	opts := testOpts{Overrides: []TraceOption{Override(OnStep(7), "x")}, OutputPath: out}.list()
+	_, memErr := Trace(tr, ThroughStep(3), opts...)
+	_, err := Trace(src, ThroughStep(3), opts...)
+	if err == nil || memErr == nil || err.Error() != memErr.Error() || !errors.Is(err, ErrInvalidChange) {
+		t.Errorf("path fork error %v; in-memory fork error %v", err, memErr)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("the failed fork left %v", entries)
 	}
 }

@@ -25,11 +25,11 @@ type Named struct {
 
 // Concurrency bounds how many variants of a sweep run at once (default
 // GOMAXPROCS).
-func Concurrency(n int) Option { return optionFunc(func(c *config) { c.concurrency = n }) }
+func Concurrency(n int) EachOption { return eachOption(func(c *config) { c.concurrency = n }) }
 
 // Samples runs every variant of a sweep n times, for tails that are not
 // deterministic (default 1).
-func Samples(n int) Option { return optionFunc(func(c *config) { c.samples = n }) }
+func Samples(n int) EachOption { return eachOption(func(c *config) { c.samples = n }) }
 
 // Entry is one variant of a sweep.
 type Entry struct {
@@ -99,18 +99,18 @@ func (s *Sweep) Entry(name string) *Entry {
 // Variants run concurrently, at most Concurrency at a time (GOMAXPROCS by
 // default), Samples times each. A variant that fails or panics is reported
 // on its own entry and the sweep goes on. opts apply to every variant:
-// changes given there are added to each variant's, SaveTo names a
-// directory, and a group id (GroupID, else a new one) ties the variants
+// changes given there are added to each variant's, [SaveDir] saves them,
+// and a group id (GroupID, else a new one) ties the variants
 // together in their fork.json. When ctx is canceled the variants not yet
 // started are not run and the error is ctx's.
-func Each(ctx context.Context, base *trace.Trace, at At, agent replay.Agent, variants []Named, opts ...Option) (*Sweep, error) {
+func Each(ctx context.Context, base *trace.Trace, at At, agent replay.Agent, variants []Named, opts ...EachOption) (*Sweep, error) {
 	if base == nil {
 		return nil, errors.New("fork.Each: the base trace is nil")
 	}
 	if agent == nil {
 		return nil, errors.New("fork.Each: the agent is nil")
 	}
-	cfg := newConfig(opts)
+	cfg := eachConfig(opts)
 	ix := newIndex(base)
 	plans, r, err := planSweep(ix, at, variants, cfg.changes)
 	if err != nil {
@@ -219,7 +219,7 @@ func planSweep(ix *index, at At, variants []Named, common []Change) ([]*forkPlan
 		return nil, Resolved{}, errors.New("no variants given, so there is nothing to compare")
 	}
 	if at == nil {
-		at = Default()
+		at = defaultAt()
 	}
 	r, err := at.resolve(ix)
 	if err != nil {

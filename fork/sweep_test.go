@@ -60,7 +60,7 @@ func TestEach(t *testing.T) {
 		{Name: "approval", Changes: []Change{Prompt("decide", "Refunds above the policy limit need approval.")}},
 		{Name: "broken", Changes: []Change{Param("explode", true)}},
 		{Name: "escalate", Changes: []Change{LLMResponse(OnCall("fake/fake-1", 1), replay.Response{Content: "escalate"})}},
-	}, Memoize(), Concurrency(2), SaveTo(dir), GroupID("g-1"), Logger(slog.New(slog.NewTextHandler(&logs, nil))))
+	}, Memoize(), Concurrency(2), SaveDir(dir), GroupID("g-1"), Logger(slog.New(slog.NewTextHandler(&logs, nil))))
 	require.NoError(t, err)
 	check()
 	require.Len(t, sw.Entries, 4)

@@ -24,7 +24,7 @@ import (
 // point or change, conflicting changes, an agent that panics, or an agent
 // that no longer reproduces the recorded prefix (the message starts with
 // that divergence and names its step).
-func Fork(t testing.TB, base *trace.Trace, at fork.At, agent replay.Agent, opts ...fork.Option) *fork.Variant {
+func Fork(t testing.TB, base *trace.Trace, at fork.At, agent replay.Agent, opts ...fork.RunOption) *fork.Variant {
 	t.Helper()
 	v, err := fork.Run(t.Context(), base, at, agent, opts...)
 	if err != nil {
@@ -44,7 +44,7 @@ func Fork(t testing.TB, base *trace.Trace, at fork.At, agent replay.Agent, opts 
 // its first divergence from the base. Sweep returns the sweep (for
 // instance for Golden); it fails the test at once when the sweep cannot
 // start.
-func Sweep(t *testing.T, base *trace.Trace, at fork.At, agent replay.Agent, variants []fork.Named, check func(t *testing.T, v *fork.Variant), opts ...fork.Option) *fork.Sweep {
+func Sweep(t *testing.T, base *trace.Trace, at fork.At, agent replay.Agent, variants []fork.Named, check func(t *testing.T, v *fork.Variant), opts ...fork.EachOption) *fork.Sweep {
 	t.Helper()
 	sw, err := fork.Each(t.Context(), base, at, agent, variants, opts...)
 	if err != nil {
@@ -122,12 +122,12 @@ type PointFailure struct {
 // the recorded ones). Forks run concurrently, GOMAXPROCS at a time, so
 // agent must be safe for concurrent use, as for fork.Each. ForkCheck is its
 // test form.
-func NullForks(ctx context.Context, tr *trace.Trace, agent replay.Agent, opts ...fork.Option) []PointFailure {
+func NullForks(ctx context.Context, tr *trace.Trace, agent replay.Agent, opts ...fork.RunOption) []PointFailure {
 	points := fork.Points(tr)
 	errs := make([]error, len(points))
 	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
 	var wg sync.WaitGroup
-	all := append([]fork.Option{fork.Memoize()}, opts...)
+	all := append([]fork.RunOption{fork.Memoize()}, opts...)
 	for i, p := range points {
 		wg.Add(1)
 		sem <- struct{}{}
@@ -147,7 +147,7 @@ func NullForks(ctx context.Context, tr *trace.Trace, agent replay.Agent, opts ..
 	return out
 }
 
-func nullFork(ctx context.Context, tr *trace.Trace, p fork.PointInfo, agent replay.Agent, opts []fork.Option) (err error) {
+func nullFork(ctx context.Context, tr *trace.Trace, p fork.PointInfo, agent replay.Agent, opts []fork.RunOption) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("the agent panicked: %v", r)
@@ -176,7 +176,7 @@ func nullFork(ctx context.Context, tr *trace.Trace, p fork.PointInfo, agent repl
 // "step6_before_'decide'_execution_1", whose message starts with the first
 // divergence and names its step; the points that pass make no subtest. The
 // number of points checked is logged.
-func ForkCheck(t *testing.T, tr *trace.Trace, agent replay.Agent, opts ...fork.Option) {
+func ForkCheck(t *testing.T, tr *trace.Trace, agent replay.Agent, opts ...fork.RunOption) {
 	t.Helper()
 	if tr == nil {
 		t.Fatalf("sftest.ForkCheck: the trace is nil")
@@ -201,7 +201,7 @@ func PointName(p fork.PointInfo) string {
 // reproduces a failure, and returns it as a trace to commit: the trace a test
 // forks (at its last event) to reproduce the failure with the least recorded.
 //
-// A candidate is the static fork of tr at a fork point p (fork.Trace: the
+// A candidate is the static fork of tr at a fork point p (fork.Trace through p: the
 // events up to p, an unfinished run). It reproduces the failure when
 // stillFails holds for the counterfactual fork of that prefix at p: the
 // recorded prefix served, the rest executed by agent under opts (the
@@ -215,7 +215,7 @@ func PointName(p fork.PointInfo) string {
 // The test fails when tr has no fork point or when even the longest prefix
 // does not reproduce the failure. Save the result with
 // min.Save("testdata/NAME.sftrace") and commit it.
-func Minimize(t testing.TB, tr *trace.Trace, agent replay.Agent, stillFails func(v *fork.Variant) bool, opts ...fork.Option) *trace.Trace {
+func Minimize(t testing.TB, tr *trace.Trace, agent replay.Agent, stillFails func(v *fork.Variant) bool, opts ...fork.RunOption) *trace.Trace {
 	t.Helper()
 	if tr == nil || agent == nil || stillFails == nil {
 		t.Fatalf("sftest.Minimize: the trace, the agent and stillFails are all required")
@@ -226,10 +226,11 @@ func Minimize(t testing.TB, tr *trace.Trace, agent replay.Agent, stillFails func
 	}
 	try := func(i int) (*trace.Trace, bool, error) {
 		p := points[i]
-		prefix, _, err := fork.NewEngine(tr, fork.AtStep(p.Step), fork.Options{}).Fork()
+		cut, err := fork.Trace(tr, fork.ThroughStep(p.Step))
 		if err != nil {
 			return nil, false, err
 		}
+		prefix := cut.Trace
 		v, err := fork.Run(t.Context(), prefix, fork.Step(p.Step), agent, opts...)
 		if err != nil {
 			return prefix, false, err

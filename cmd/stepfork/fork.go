@@ -65,14 +65,14 @@ type forkOptions struct {
 }
 
 func (o *forkOptions) run(e *env, path string) int {
-	var point fork.Point
+	var cut fork.Cut
 	switch {
 	case o.step >= 0 && o.event != "":
 		return usageError(e, "fork", "pass either --at-step or --at-event, not both")
 	case o.step >= 0:
-		point = fork.AtStep(o.step)
+		cut = fork.ThroughStep(o.step)
 	case o.event != "":
-		point = fork.AtEvent(o.event)
+		cut = fork.ThroughEvent(o.event)
 	default:
 		return usageError(e, "fork", "pass --at-step N or --at-event ID")
 	}
@@ -118,10 +118,10 @@ func (o *forkOptions) run(e *env, path string) int {
 		e.printf("Original trace:  %s\n", clean(path))
 		e.printf("Agent:           %s\n", clean(m.AgentName))
 		e.printf("Events:          %d\n", m.Totals.Events)
-		if point.HasStep {
-			e.printf("Fork at step:    %d\n", point.Step)
+		if o.event == "" {
+			e.printf("Fork at step:    %d\n", o.step)
 		} else {
-			e.printf("Fork at event:   %s\n", clean(point.EventID))
+			e.printf("Fork at event:   %s\n", clean(o.event))
 		}
 		if len(overrides) > 0 {
 			e.printf("Overrides:       %d\n", len(overrides))
@@ -131,17 +131,16 @@ func (o *forkOptions) run(e *env, path string) int {
 		e.println("")
 	}
 
+	var save []trace.SaveOption
+	if o.overwrite {
+		save = append(save, trace.Overwrite())
+	}
 	p := e.startProgress("Forking "+clean(path), bundleSize(path))
-	// NoTrace: the report needs only counts, so the fork streams its events.
-	res, err := fork.Trace(path, point, fork.Options{Overrides: overrides, OutputPath: dest, Overwrite: o.overwrite, NoTrace: true})
+	// A fork of a path streams its events: the report needs only counts.
+	res, err := fork.Trace(path, cut, append(overrides, fork.SaveTo(dest, save...))...)
 	p.stop()
 	if err != nil {
-		code := exitInput
-		var fe *fork.ForkError
-		if !errors.As(err, &fe) && !errors.Is(err, trace.ErrStorage) {
-			code = exitDifferent
-		}
-		return fail(code, "Fork failed.", err)
+		return fail(exitInput, "Fork failed.", err)
 	}
 	if o.json {
 		e.writeJSON(forkResultJSON(res))
@@ -150,35 +149,34 @@ func (o *forkOptions) run(e *env, path string) int {
 	rows := [][2]string{
 		{"Original Events", strconv.Itoa(res.OriginalEventCount)},
 		{"Forked Events", strconv.Itoa(res.ForkedEventCount)},
-		{"Fork Point Step", strconv.Itoa(res.ForkPointStep)},
-		{"Fork Point Event", clean(res.ForkPointEventID)},
-		{"Events Excluded", strconv.Itoa(res.ExcludedEvents())},
+		{"Fork Point Step", strconv.Itoa(res.Info.ForkPointStep)},
+		{"Fork Point Event", clean(res.Info.ForkPointEventID)},
+		{"Events Excluded", strconv.Itoa(res.OriginalEventCount - res.ForkedEventCount)},
 	}
 	if len(overrides) > 0 {
-		rows = append(rows, [2]string{"Overrides Applied", strconv.Itoa(res.OverridesApplied)})
+		rows = append(rows, [2]string{"Overrides Applied", strconv.Itoa(res.Info.OverridesApplied)})
 	}
 	writeBox(e, "Fork Report", rows)
 	e.println("")
-	e.printf("%s Forked trace saved to: %s\n", e.paint(styleGreen, "✓"), clean(res.ForkedTracePath))
+	e.printf("%s Forked trace saved to: %s\n", e.paint(styleGreen, "✓"), clean(res.Path))
 	return exitOK
 }
 
-// forkResultJSON is the fork-at-step spec's ForkResult, field for field,
+// forkResultJSON is the fork-at-step spec's ForkResult of a fork that was
+// made, field for field (a failed fork prints the error object instead),
 // then the fork's run id and the number of events left out.
 func forkResultJSON(res *fork.Result) []byte {
-	o := newObject().bool("success", res.Success).
-		optStr("forked_trace_path", res.ForkedTracePath).
+	return newObject().bool("success", true).
+		optStr("forked_trace_path", res.Path).
 		int("original_event_count", int64(res.OriginalEventCount)).
 		int("forked_event_count", int64(res.ForkedEventCount)).
-		int("fork_point_step", int64(res.ForkPointStep)).
-		str("fork_point_event_id", res.ForkPointEventID).
-		int("overrides_applied", int64(res.OverridesApplied)).
-		optStr("error_message", redact(res.ErrorMessage)).
-		int("events_excluded", int64(res.ExcludedEvents()))
-	if res.Info != nil {
-		o.str("run_id", res.Info.RunID).str("parent_run_id", res.Info.ParentRunID)
-	}
-	return o.bytes()
+		int("fork_point_step", int64(res.Info.ForkPointStep)).
+		str("fork_point_event_id", res.Info.ForkPointEventID).
+		int("overrides_applied", int64(res.Info.OverridesApplied)).
+		optStr("error_message", "").
+		int("events_excluded", int64(res.OriginalEventCount-res.ForkedEventCount)).
+		str("run_id", res.Info.RunID).str("parent_run_id", res.Info.ParentRunID).
+		bytes()
 }
 
 // writeBox draws a titled box of label/value rows, like the Fork Report of
@@ -202,8 +200,8 @@ func writeBox(e *env, title string, rows [][2]string) {
 
 // parseOverrides reads --override STEP_OR_EVENT=JSON flags: a target made
 // only of digits is a step, anything else an event id.
-func parseOverrides(flags []string) ([]fork.Override, error) {
-	var out []fork.Override
+func parseOverrides(flags []string) ([]fork.TraceOption, error) {
+	var out []fork.TraceOption
 	for _, f := range flags {
 		target, text, ok := strings.Cut(f, "=")
 		if !ok || target == "" {
@@ -214,9 +212,9 @@ func parseOverrides(flags []string) ([]fork.Override, error) {
 			return nil, fmt.Errorf("--override %s: the output is not valid JSON: %v", target, err)
 		}
 		if n, err := strconv.Atoi(target); err == nil && n >= 0 && strings.Trim(target, "0123456789") == "" {
-			out = append(out, fork.OverrideStep(n, v))
+			out = append(out, fork.Override(fork.OnStep(n), v))
 		} else {
-			out = append(out, fork.OverrideEvent(target, v))
+			out = append(out, fork.Override(fork.OnEvent(target), v))
 		}
 	}
 	return out, nil
@@ -224,7 +222,7 @@ func parseOverrides(flags []string) ([]fork.Override, error) {
 
 // readOverrideFile reads a JSON array of {"step": N, "output": …} or
 // {"event_id": "…", "output": …} objects, refusing unknown keys.
-func readOverrideFile(name string) ([]fork.Override, error) {
+func readOverrideFile(name string) ([]fork.TraceOption, error) {
 	data, err := os.ReadFile(name)
 	if err != nil {
 		return nil, err
@@ -233,7 +231,7 @@ func readOverrideFile(name string) ([]fork.Override, error) {
 	if err := json.Unmarshal(data, &items); err != nil {
 		return nil, fmt.Errorf("want a JSON array of overrides: %v", err)
 	}
-	var out []fork.Override
+	var out []fork.TraceOption
 	for i, raw := range items {
 		var spec struct {
 			Step    *int            `json:"step"`
@@ -259,9 +257,9 @@ func readOverrideFile(name string) ([]fork.Override, error) {
 			if *spec.Step < 0 {
 				return nil, fmt.Errorf("override %d: step %d is negative", i, *spec.Step)
 			}
-			out = append(out, fork.OverrideStep(*spec.Step, v))
+			out = append(out, fork.Override(fork.OnStep(*spec.Step), v))
 		} else {
-			out = append(out, fork.OverrideEvent(*spec.EventID, v))
+			out = append(out, fork.Override(fork.OnEvent(*spec.EventID), v))
 		}
 	}
 	return out, nil

@@ -141,10 +141,11 @@ func (o *minimizeOptions) run(e *env, path string) int {
 	}
 
 	failEv := tr.Events[f]
-	forked, info, err := fork.NewEngine(tr, fork.AtEvent(failEv.ID), fork.Options{ParentPath: path}).Fork()
+	prefix, err := fork.Trace(tr, fork.ThroughEvent(failEv.ID))
 	if err != nil {
 		return fail(exitInput, "Unable to minimize.", err.Error())
 	}
+	forked, info := prefix.Trace, prefix.Info
 	// The run_end (the last one after the failure) closes the prefix, so the
 	// result is still a failed run with the recorded failure.
 	var cut []int
