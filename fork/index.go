@@ -28,7 +28,8 @@ type index struct {
 	nodes      map[string][]int32 // node name → enter markers, in order
 	nodeOrder  []string           // node names in order of first execution
 	enters     []int32            // every @node enter marker, in order
-	exit       map[int32]int32    // enter marker → exit marker
+	exit       map[int32]int32    // enter marker → exit marker (trace.Trace.Nodes)
+	answers    map[int32]int32    // result without a parent link → the call it answers (trace.Trace.Calls)
 	calls      map[string][]int32 // callKey(kind, label) and callKey(llm, model) → call events
 	callOrder  map[replay.CallKind][]string
 	decisions  map[string][]int32 // decision and approval markers by name
@@ -165,9 +166,6 @@ func newIndex(tr *trace.Trace) *index {
 					ix.nodes[m.Name] = append(ix.nodes[m.Name], int32(i))
 					ix.enters = append(ix.enters, int32(i))
 					ix.occ[i] = int32(len(ix.nodes[m.Name]))
-				} else if p := ix.parent[i]; p >= 0 && ix.enter[p] {
-					ix.exit[p] = int32(i)
-					ix.occ[i] = ix.occ[p]
 				}
 			case trace.MarkerDecision:
 				ix.decisions[m.Name] = append(ix.decisions[m.Name], int32(i))
@@ -176,6 +174,20 @@ func newIndex(tr *trace.Trace) *index {
 				ix.params[m.Name] = append(ix.params[m.Name], int32(i))
 				ix.occ[i] = int32(len(ix.params[m.Name]))
 			}
+		}
+	}
+	for _, nd := range tr.Nodes() {
+		if nd.Enter >= 0 && nd.Exit >= 0 {
+			ix.exit[int32(nd.Enter)] = int32(nd.Exit)
+			ix.occ[nd.Exit] = ix.occ[nd.Enter]
+		}
+	}
+	for _, c := range tr.Calls() {
+		if c.Result >= 0 && ix.call[c.Result] != int32(c.Event) {
+			if ix.answers == nil {
+				ix.answers = map[int32]int32{}
+			}
+			ix.answers[int32(c.Result)] = int32(c.Event)
 		}
 	}
 	for i := n - 1; i >= 0; i-- {
@@ -255,16 +267,10 @@ func (ix *index) splits(p int) int {
 		return int(c)
 	}
 	if ev.Type == trace.ToolResult || ev.Type == trace.LLMResponse {
-		// A result without a parent link (legacy bundle): the nearest
-		// earlier call of the same kind stands for the call it answers.
-		want := trace.ToolCall
-		if ev.Type == trace.LLMResponse {
-			want = trace.LLMRequest
-		}
-		for j := p - 1; j >= 0; j-- {
-			if ix.tr.Events[j].Type == want {
-				return j
-			}
+		// A result without a parent link (legacy bundle) splits the call
+		// it answers; one that answers no call stands for itself.
+		if c, ok := ix.answers[int32(p)]; ok {
+			return int(c)
 		}
 		return p
 	}

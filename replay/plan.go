@@ -10,8 +10,8 @@ import (
 )
 
 // Recorded is one dependency call of the base run as a replay session sees
-// it: the call event and what answered it. A Director reads it and must not
-// change it.
+// it: the call event and what answered it, as [trace.Trace.Calls] pairs them.
+// A Director reads it and must not change it.
 type Recorded struct {
 	// Position is the 1-based number of the call among the base run's
 	// dependency calls (tool_call and llm_request events, in file order).
@@ -151,14 +151,9 @@ func prepare(base *trace.Trace) *Prepared {
 		}
 	}
 
-	paired := make([]bool, n)
-	ncalls := 0
-	for i := range evs {
-		if t := evs[i].Type; t == trace.ToolCall || t == trace.LLMRequest {
-			ncalls++
-		}
-	}
-	p.calls = make([]rec, 0, ncalls)
+	calls := base.Calls()
+	p.calls = make([]rec, 0, len(calls))
+	next := 0 // the next of calls
 	runStart := false
 	for i := range evs {
 		ev := &evs[i]
@@ -170,47 +165,24 @@ func prepare(base *trace.Trace) *Prepared {
 			if !ev.Input.IsAbsent() {
 				p.input = ev.Input
 			}
-		case ev.Type == trace.ToolCall:
-			r := rec{event: i, result: -1}
-			r.Kind, r.Label, r.Call = KindTool, ev.Name, ev
-			p.tools[ev.Name] = true
-			res := p.firstChild(i, trace.ToolResult)
-			if res < 0 {
-				res = legacyResult(evs, i, paired)
-			}
-			if res >= 0 {
-				paired[res] = true
-				r.result = res
-				r.Result = &evs[res]
-				r.Status, r.Output = r.Result.Status, r.Result.Output
-				if r.Status == trace.StatusError {
-					if e := p.firstChild(res, trace.ErrorEvent); e >= 0 {
-						r.Failure = &evs[e]
-						r.ErrorType, r.Message = evs[e].ErrorType, evs[e].Message
-					} else {
-						r.ErrorType, _ = r.Output.Get("error_type").Str()
-						r.Message, _ = r.Output.Get("message").Str()
-					}
-				}
+		case ev.Type == trace.ToolCall || ev.Type == trace.LLMRequest:
+			c := &calls[next]
+			next++
+			r := rec{event: i, result: c.Result}
+			r.Kind, r.Label, r.Call = KindTool, c.Label, ev
+			if ev.Type == trace.LLMRequest {
+				r.Kind = KindLLM
+				p.models[c.Label] = true
 			} else {
-				r.Missing, r.Status = true, trace.StatusSkipped
+				p.tools[c.Label] = true
 			}
-			p.addCall(r)
-		case ev.Type == trace.LLMRequest:
-			r := rec{event: i, result: -1}
-			r.Kind, r.Label, r.Call = KindLLM, trace.LLMLabel(ev.Provider, ev.Model), ev
-			p.models[r.Label] = true
-			if res := p.firstChild(i, trace.LLMResponse); res >= 0 {
-				r.result = res
-				r.Result = &evs[res]
-				r.Status, r.Output = r.Result.Status, r.Result.Output
-			} else if e := p.firstChild(i, trace.ErrorEvent); e >= 0 {
-				r.Failure = &evs[e]
-				r.Status, r.Output = trace.StatusError, trace.NullValue
-				r.ErrorType, r.Message = evs[e].ErrorType, evs[e].Message
-			} else {
-				r.Missing, r.Status = true, trace.StatusSkipped
+			if c.Result >= 0 {
+				r.Result = &evs[c.Result]
 			}
+			if c.Failure >= 0 {
+				r.Failure = &evs[c.Failure]
+			}
+			r.Status, r.Output, r.ErrorType, r.Message, r.Missing = c.Status, c.Output, c.ErrorType, c.Message, c.Missing()
 			p.addCall(r)
 		case ev.IsMarker():
 			m, _ := ev.Marker()
@@ -255,16 +227,6 @@ func (p *Prepared) addCall(r rec) {
 
 // children are the indexes of the events whose parent is event i.
 func (p *Prepared) children(i int) []int32 { return p.kids[p.kidAt[i]:p.kidAt[i+1]] }
-
-// firstChild is the index of the first child of event i with type t, or -1.
-func (p *Prepared) firstChild(i int, t trace.EventType) int {
-	for _, c := range p.children(i) {
-		if p.base.Events[c].Type == t {
-			return int(c)
-		}
-	}
-	return -1
-}
 
 // hashesOf is the payload hashes of base event i (what ExpectedHashes
 // returns), computed once: the first session to need them stores them;
@@ -318,26 +280,6 @@ func appendHash(dst []byte, v trace.Value) []byte {
 	dst = append(dst, make([]byte, 2*sha256.Size)...)
 	hex.Encode(dst[n:], sum[:])
 	return dst
-}
-
-// legacyResult is stepfork's forward scan for a tool_result without a parent
-// link: the first later unpaired result of the same name, unless another call
-// of that name comes first.
-func legacyResult(evs []trace.Event, call int, paired []bool) int {
-	name := evs[call].Name
-	for j := call + 1; j < len(evs); j++ {
-		ev := &evs[j]
-		if ev.Name != name {
-			continue
-		}
-		if ev.Type == trace.ToolCall {
-			return -1
-		}
-		if ev.Type == trace.ToolResult && !paired[j] {
-			return j
-		}
-	}
-	return -1
 }
 
 // entry is the redactions.json entry for a path redacted in a base event

@@ -1,7 +1,6 @@
 package trace
 
 import (
-	"slices"
 	"strings"
 )
 
@@ -34,12 +33,10 @@ const (
 //	param      {"value": …}
 //	node       {"status": "ok"|"error"|null} and "error" when the node failed
 //
-// A tool call is paired with its first tool_result child (or, in bundles
-// without parent links, the first later unpaired result of the same name
-// before another call of that name), a model call with its first
-// llm_response child, else its first error child (output null, status
-// error); a call with neither has status skipped. Ids, run ids, timestamps,
-// durations, hashes, tokens and costs are not part of a step.
+// A tool or model step holds its call's input and what answered it, as
+// [Trace.Calls] pairs them (output null and status skipped when nothing
+// did). Ids, run ids, timestamps, durations, hashes, tokens and costs are not
+// part of a step.
 type BehaviorStep struct {
 	Index    int      // position among the run's behavior steps
 	Type     StepType // tool, llm, state, …
@@ -50,17 +47,7 @@ type BehaviorStep struct {
 	Payload  Value    // a JSON object, see above
 }
 
-// FieldChange is one differing leaf of two aligned steps.
-//
-// Path is dotted keys and [i] indices from the payload root
-// ("output.price", "input.args[1]"); "type" and "label" name a step whose
-// type or label differs. Expected is the base value and Actual the variant
-
 // ---- extraction ----
-
-// resultKids records, for one parent event, the indexes of its first child
-// of each type a call is paired with (-1: none).
-type resultKids struct{ result, response, err int32 }
 
 // Behavior returns the behavior steps of the run, in the order of the events
 // they come from: one per tool call, model call, plain state change, error
@@ -75,102 +62,56 @@ func (t *Trace) Behavior() []BehaviorStep { return extractBehavior(t) }
 // extractBehavior walks tr's events in order and returns its behavior steps.
 func extractBehavior(tr *Trace) []BehaviorStep {
 	evs := tr.Events
-	kids := make(map[string]resultKids, len(evs)/2)
-	for i := range evs {
-		ev := &evs[i]
-		if ev.ParentID == "" || (ev.Type != ToolResult && ev.Type != LLMResponse && ev.Type != ErrorEvent) {
-			continue
-		}
-		k, ok := kids[ev.ParentID]
-		if !ok {
-			k = resultKids{-1, -1, -1}
-		}
-		switch {
-		case ev.Type == ToolResult && k.result < 0:
-			k.result = int32(i)
-		case ev.Type == LLMResponse && k.response < 0:
-			k.response = int32(i)
-		case ev.Type == ErrorEvent && k.err < 0:
-			k.err = int32(i)
-		}
-		kids[ev.ParentID] = k
-	}
-	kidsOf := func(id string) resultKids {
-		if k, ok := kids[id]; ok {
-			return k
-		}
-		return resultKids{-1, -1, -1}
-	}
-
-	var legacy *legacyPairing
-	paired := make([]bool, len(evs)) // tool results already paired with a call
+	calls, nodes := tr.Calls(), tr.Nodes()
 	steps := make([]BehaviorStep, 0, len(evs)/2+1)
-	type openNode struct {
-		name string
-		step int
-	}
-	var open []openNode
 	add := func(ev *Event, t StepType, label string, payload Value) *BehaviorStep {
 		steps = append(steps, BehaviorStep{Index: len(steps), Type: t, Label: label, EventID: ev.ID, Step: ev.Step, Payload: payload})
 		return &steps[len(steps)-1]
 	}
-
+	nextCall, nextNode := 0, 0
 	for i := range evs {
 		ev := &evs[i]
 		switch ev.Type {
-		case ToolCall:
-			res := int(kidsOf(ev.ID).result)
-			if res < 0 {
-				if legacy == nil {
-					legacy = newLegacyPairing(evs)
-				}
-				res = legacy.forward(i, ev.Name, paired)
+		case ToolCall, LLMRequest:
+			c := &calls[nextCall]
+			nextCall++
+			t := StepTool
+			if ev.Type == LLMRequest {
+				t = StepLLM
 			}
-			status, output, resultID := string(StatusSkipped), NullValue, ""
-			if res >= 0 {
-				r := &evs[res]
-				paired[res] = true
-				status, output, resultID = string(r.Status), r.Output, r.ID
-			}
-			s := add(ev, StepTool, ev.Name, callPayload(ev.Input, output, status))
-			s.ResultID = resultID
-		case LLMRequest:
-			k := kidsOf(ev.ID)
-			status, output, resultID := string(StatusSkipped), NullValue, ""
+			output, resultID := c.Output, ""
 			switch {
-			case k.response >= 0:
-				r := &evs[k.response]
-				status, output, resultID = string(r.Status), r.Output, r.ID
-			case k.err >= 0:
-				status, resultID = string(StatusError), evs[k.err].ID
+			case c.Result >= 0:
+				resultID = evs[c.Result].ID
+			case c.Failure >= 0:
+				resultID = evs[c.Failure].ID
 			}
-			s := add(ev, StepLLM, LLMLabel(ev.Provider, ev.Model), callPayload(ev.Input, output, status))
+			s := add(ev, t, c.Label, callPayload(ev.Input, output, string(c.Status)))
 			s.ResultID = resultID
 		case StateChange:
 			if ev.IsMarker() {
+				if ev.Key == MarkerNode {
+					// A node is one step, where it was entered (or where an
+					// exit that closes nothing is), with the status it exited
+					// with.
+					if nextNode < len(nodes) && (nodes[nextNode].Enter == i || (nodes[nextNode].Enter < 0 && nodes[nextNode].Exit == i)) {
+						n := &nodes[nextNode]
+						nextNode++
+						payload := object1("status", NullValue)
+						if n.Exit >= 0 {
+							m, _ := evs[n.Exit].Marker()
+							payload = nodeExitPayload(m)
+						}
+						add(ev, StepNode, n.Name, payload)
+					}
+					break
+				}
 				m, _ := ev.Marker()
 				switch m.Key {
 				case MarkerDecision:
 					add(ev, StepDecision, m.Name, object2("kind", optString(m.Kind), "value", sanitize(m.Value)))
 				case MarkerParam:
 					add(ev, StepParam, m.Name, object1("value", sanitize(m.Value)))
-				case MarkerNode:
-					if m.Phase != PhaseExit {
-						open = append(open, openNode{m.Name, len(steps)})
-						add(ev, StepNode, m.Name, object1("status", NullValue))
-						break
-					}
-					payload := nodeExitPayload(m)
-					j := len(open) - 1
-					for j >= 0 && open[j].name != m.Name {
-						j--
-					}
-					if j < 0 { // an exit without its enter: a step of its own
-						add(ev, StepNode, m.Name, payload)
-						break
-					}
-					steps[open[j].step].Payload = payload
-					open = slices.Delete(open, j, j+1)
 				}
 				// @now, @id and @effect record nondeterminism the run read;
 				// its consequences show in the steps that follow.
@@ -188,41 +129,6 @@ func extractBehavior(tr *Trace) []BehaviorStep {
 		}
 	}
 	return steps
-}
-
-// legacyPairing finds results for tool calls that have no tool_result child
-// (bundles without parent links): stepfork's forward scan, the first later
-// unpaired tool_result of the same name, stopping at the next tool_call of
-// that name. Events are indexed by name once so that many unpaired calls do
-// not make the scan quadratic.
-type legacyPairing struct {
-	evs    []Event
-	byName map[string][]int32 // indexes of tool_call and tool_result events, by name
-}
-
-func newLegacyPairing(evs []Event) *legacyPairing {
-	l := &legacyPairing{evs: evs, byName: make(map[string][]int32)}
-	for i := range evs {
-		if t := evs[i].Type; t == ToolCall || t == ToolResult {
-			l.byName[evs[i].Name] = append(l.byName[evs[i].Name], int32(i))
-		}
-	}
-	return l
-}
-
-func (l *legacyPairing) forward(call int, name string, paired []bool) int {
-	idx := l.byName[name]
-	pos, _ := slices.BinarySearch(idx, int32(call))
-	for _, j := range idx[pos+1:] {
-		ev := &l.evs[j]
-		if ev.Type == ToolCall {
-			return -1
-		}
-		if !paired[j] {
-			return int(j)
-		}
-	}
-	return -1
 }
 
 // sanitize is the value stepfork compares: redacted, and null for a missing

@@ -1161,3 +1161,32 @@ func TestDiffBaseIsASnapshot(t *testing.T) {
 		t.Fatal("the scribbles did not change the base: the test checks nothing")
 	}
 }
+
+// TestDiffUnlinkedResults diffs a bundle without parent links whose two tool
+// calls (steps 1, 2) come before their results (steps 3, 4) against a copy
+// whose step 3 answers differently: the change is lookup_order's, the call
+// step 3 answers.
+func TestDiffUnlinkedResults(t *testing.T) {
+	t.Parallel()
+	base := mustLoad(t, "../../testdata/unlinked-results.sftrace")
+	variant := base.Clone()
+	variant.Events[3].Output = trace.MustValueOf(map[string]any{"total": 999})
+	variant.Events[3].SetHashes()
+	d := Runs(base, variant)
+	var got []string
+	for _, s := range d.Steps {
+		line := fmt.Sprintf("%s %s:%s %s→%s", s.Kind, s.Type, s.Label, s.Base.EventID, s.Base.ResultID)
+		for _, c := range s.Changes {
+			line += fmt.Sprintf(" %s %s→%s", c.Path, c.Expected, c.Actual)
+		}
+		got = append(got, line)
+	}
+	want := []string{
+		"changed tool:lookup_order evt_02→evt_04 output.total 120→999",
+		"unchanged tool:check_policy evt_03→evt_05",
+		"unchanged run:run evt_06→",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("steps:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

@@ -1,0 +1,316 @@
+package trace
+
+import (
+	"runtime"
+	"slices"
+	"sync"
+	"weak"
+)
+
+// Call is one dependency call of a run: a tool_call or llm_request event and
+// what answered it. [Trace.Calls] lists them.
+//
+// Which event answers a call is one rule, the one Python stepfork's replay
+// and diff apply:
+//
+//   - A tool call is answered by its first tool_result child (an event whose
+//     parent_id is the call's id). In a bundle without parent links it is
+//     answered by the first later tool_result of the same name that answers
+//     no earlier call, unless another tool_call of that name comes first.
+//     A failed result (status error) is described by its first error child,
+//     else by the "error_type" and "message" members of its output.
+//   - A model call is answered by its first llm_response child, else it
+//     failed with its first error child (status error, output null).
+//   - A call with neither has status skipped: no result was captured
+//     ([Call.Missing]).
+type Call struct {
+	// Index is the position of the call among the run's calls (tool_call
+	// and llm_request events in file order), from 0.
+	Index int
+	// Event is the index in [Trace.Events] of the tool_call or llm_request
+	// event.
+	Event int
+	// Result is the index of the tool_result or llm_response answering the
+	// call, -1 when there is none.
+	Result int
+	// Failure is the index of the error event describing a recorded
+	// failure, -1 when there is none.
+	Failure int
+	// Label is the tool name, or the model call's provider/model
+	// ([LLMLabel]).
+	Label string
+	// Status is the status of the result: ok or error; error for a model
+	// call that failed without a response; skipped when nothing answered
+	// the call.
+	Status Status
+	// Output is the result's output; null for a model call that failed
+	// without a response; absent when nothing answered the call.
+	Output Value
+	// ErrorType and Message describe a recorded failure (Status error).
+	ErrorType, Message string
+}
+
+// Missing reports whether nothing answered the call: no result and no
+// failure was recorded.
+func (c *Call) Missing() bool { return c.Result < 0 && c.Failure < 0 }
+
+// Node is one execution of a node: the @node marker that entered it and the
+// one that exited it. [Trace.Nodes] lists them.
+//
+// An exit marker closes the node its parent_id names when that node has the
+// exit's name and is still open; otherwise (a bundle without parent links)
+// the innermost open node of the same name. An exit that closes nothing is a
+// Node of its own, without an enter.
+type Node struct {
+	Name string
+	// Enter is the index in [Trace.Events] of the enter marker, -1 for an
+	// exit that closes no node.
+	Enter int
+	// Exit is the index of the exit marker, -1 when the node never exited
+	// (the run stopped inside it).
+	Exit int
+}
+
+// Calls returns the run's calls in file order, each with what answered it
+// (see [Call]).
+//
+// The list is computed once per trace in one pass over the events, without
+// decoding payloads, and shared by every caller: do not modify it. It is
+// safe to call Calls from several goroutines. A trace whose Events slice is
+// replaced or grown is computed again; the events must not be changed in
+// place once Calls (or [Trace.Nodes]) has been called.
+func (t *Trace) Calls() []Call { return t.structure().calls() }
+
+// Nodes returns the run's node executions in the order of their first
+// marker (see [Node]); it is computed once per trace and shared, like
+// [Trace.Calls]: do not modify it.
+func (t *Trace) Nodes() []Node { return t.structure().nodes() }
+
+// structure is what Calls and Nodes compute from a trace's events, cached
+// per trace. The Trace struct has no room for it (traces are compared with
+// cmp and reflect.DeepEqual), so the cache is keyed by a weak pointer to the
+// trace and dropped when the trace is collected.
+type structure struct {
+	evs []Event // the events it was computed from (identity only)
+
+	callsOnce sync.Once
+	callList  []Call
+	nodesOnce sync.Once
+	nodeList  []Node
+}
+
+var structures sync.Map // weak.Pointer[Trace] → *structure
+
+func (t *Trace) structure() *structure {
+	key := weak.Make(t)
+	if v, ok := structures.Load(key); ok {
+		if s := v.(*structure); sameEvents(s.evs, t.Events) {
+			return s
+		}
+	}
+	s := &structure{evs: t.Events}
+	if old, loaded := structures.Swap(key, s); loaded {
+		// A stale entry (the events changed), or one another goroutine
+		// stored meanwhile for the same events: keep using that one.
+		if o := old.(*structure); sameEvents(o.evs, t.Events) {
+			structures.CompareAndSwap(key, s, o)
+			return o
+		}
+	} else {
+		runtime.AddCleanup(t, func(k weak.Pointer[Trace]) { structures.Delete(k) }, key)
+	}
+	return s
+}
+
+// sameEvents reports whether a and b are the same slice.
+func sameEvents(a, b []Event) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
+func (s *structure) calls() []Call {
+	s.callsOnce.Do(func() { s.callList = pairCalls(s.evs) })
+	return s.callList
+}
+
+func (s *structure) nodes() []Node {
+	s.nodesOnce.Do(func() { s.nodeList = matchNodes(s.evs) })
+	return s.nodeList
+}
+
+// resultKids records, for one parent event, the indexes of its first child
+// of each type a call is answered with (-1: none).
+type resultKids struct{ result, response, err int32 }
+
+// pairCalls computes the calls of evs (see Call).
+func pairCalls(evs []Event) []Call {
+	kids := make(map[string]resultKids, len(evs)/4)
+	n := 0
+	for i := range evs {
+		ev := &evs[i]
+		switch ev.Type {
+		case ToolCall, LLMRequest:
+			n++
+			continue
+		case ToolResult, LLMResponse, ErrorEvent:
+		default:
+			continue
+		}
+		if ev.ParentID == "" {
+			continue
+		}
+		k, ok := kids[ev.ParentID]
+		if !ok {
+			k = resultKids{-1, -1, -1}
+		}
+		switch {
+		case ev.Type == ToolResult && k.result < 0:
+			k.result = int32(i)
+		case ev.Type == LLMResponse && k.response < 0:
+			k.response = int32(i)
+		case ev.Type == ErrorEvent && k.err < 0:
+			k.err = int32(i)
+		}
+		kids[ev.ParentID] = k
+	}
+	// A child counts only when it follows its parent.
+	kidsOf := func(i int) resultKids {
+		k, ok := kids[evs[i].ID]
+		if !ok {
+			return resultKids{-1, -1, -1}
+		}
+		if int(k.result) <= i {
+			k.result = -1
+		}
+		if int(k.response) <= i {
+			k.response = -1
+		}
+		if int(k.err) <= i {
+			k.err = -1
+		}
+		return k
+	}
+
+	calls := make([]Call, 0, n)
+	var legacy *legacyPairing
+	var paired []bool // tool results already answering a call
+	for i := range evs {
+		ev := &evs[i]
+		switch ev.Type {
+		case ToolCall:
+			c := Call{Index: len(calls), Event: i, Result: -1, Failure: -1, Label: ev.Name, Status: StatusSkipped}
+			res := int(kidsOf(i).result)
+			if res < 0 {
+				if legacy == nil {
+					legacy = newLegacyPairing(evs)
+				}
+				res = legacy.forward(i, ev.Name, paired)
+			}
+			if res >= 0 {
+				if paired == nil {
+					paired = make([]bool, len(evs))
+				}
+				paired[res] = true
+				r := &evs[res]
+				c.Result, c.Status, c.Output = res, r.Status, r.Output
+				if r.Status == StatusError {
+					if e := kidsOf(res).err; e >= 0 {
+						c.Failure = int(e)
+						c.ErrorType, c.Message = evs[e].ErrorType, evs[e].Message
+					} else {
+						c.ErrorType, _ = r.Output.Get("error_type").Str()
+						c.Message, _ = r.Output.Get("message").Str()
+					}
+				}
+			}
+			calls = append(calls, c)
+		case LLMRequest:
+			c := Call{Index: len(calls), Event: i, Result: -1, Failure: -1, Label: LLMLabel(ev.Provider, ev.Model), Status: StatusSkipped}
+			switch k := kidsOf(i); {
+			case k.response >= 0:
+				r := &evs[k.response]
+				c.Result, c.Status, c.Output = int(k.response), r.Status, r.Output
+			case k.err >= 0:
+				e := &evs[k.err]
+				c.Failure, c.Status, c.Output = int(k.err), StatusError, NullValue
+				c.ErrorType, c.Message = e.ErrorType, e.Message
+			}
+			calls = append(calls, c)
+		}
+	}
+	return calls
+}
+
+// legacyPairing finds results for tool calls that have no tool_result child
+// (bundles without parent links): stepfork's forward scan, the first later
+// unpaired tool_result of the same name, stopping at the next tool_call of
+// that name. Events are indexed by name once so that many unpaired calls do
+// not make the scan quadratic.
+type legacyPairing struct {
+	evs    []Event
+	byName map[string][]int32 // indexes of tool_call and tool_result events, by name
+}
+
+func newLegacyPairing(evs []Event) *legacyPairing {
+	l := &legacyPairing{evs: evs, byName: make(map[string][]int32)}
+	for i := range evs {
+		if t := evs[i].Type; t == ToolCall || t == ToolResult {
+			l.byName[evs[i].Name] = append(l.byName[evs[i].Name], int32(i))
+		}
+	}
+	return l
+}
+
+func (l *legacyPairing) forward(call int, name string, paired []bool) int {
+	idx := l.byName[name]
+	pos, _ := slices.BinarySearch(idx, int32(call))
+	for _, j := range idx[pos+1:] {
+		ev := &l.evs[j]
+		if ev.Type == ToolCall {
+			return -1
+		}
+		if paired == nil || !paired[j] {
+			return int(j)
+		}
+	}
+	return -1
+}
+
+// matchNodes computes the node executions of evs (see Node).
+func matchNodes(evs []Event) []Node {
+	var nodes []Node
+	var open []int32 // indexes in nodes of the open nodes, innermost last
+	for i := range evs {
+		ev := &evs[i]
+		if ev.Type != StateChange || ev.Key != MarkerNode {
+			continue
+		}
+		name, _ := ev.After.Get("name").Str()
+		if phase, _ := ev.After.Get("phase").Str(); phase != PhaseExit {
+			open = append(open, int32(len(nodes)))
+			nodes = append(nodes, Node{Name: name, Enter: i, Exit: -1})
+			continue
+		}
+		j := -1 // position in open of the node the exit closes
+		if ev.ParentID != "" {
+			for k := len(open) - 1; k >= 0; k-- {
+				if n := &nodes[open[k]]; evs[n.Enter].ID == ev.ParentID {
+					if n.Name == name {
+						j = k
+					}
+					break
+				}
+			}
+		}
+		if j < 0 {
+			for j = len(open) - 1; j >= 0 && nodes[open[j]].Name != name; j-- {
+			}
+		}
+		if j < 0 {
+			nodes = append(nodes, Node{Name: name, Enter: -1, Exit: i})
+			continue
+		}
+		nodes[open[j]].Exit = i
+		open = slices.Delete(open, j, j+1)
+	}
+	return nodes
+}
