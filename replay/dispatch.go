@@ -314,11 +314,13 @@ func (s *session) dependency(ctx context.Context, sc *scope, ic *intercept, raw 
 	switch d.act {
 	case actServe:
 		s.appendServedLocked(ic, callID, model, d)
-		s.noteCallLocked(ic, callID, Served, d.rec)
+		cr := s.noteCallLocked(ic, callID, Served, d.rec)
 		s.mu.Unlock()
 		if d.failure != nil {
+			s.observeAnswered(ctx, ic, cr, model, d.failure)
 			return trace.Value{}, true, d.failure
 		}
+		s.observeAnswered(ctx, ic, cr, model, nil)
 		return d.value, true, nil
 	case actBlock:
 		reason := d.reason
@@ -327,19 +329,27 @@ func (s *session) dependency(ctx context.Context, sc *scope, ic *intercept, raw 
 		}
 		failure := failureOutput("Blocked", reason)
 		s.appendResultLocked(ic, callID, model, trace.StatusSkipped, failure, nil, nil)
-		s.noteCallLocked(ic, callID, Blocked, nil)
+		cr := s.noteCallLocked(ic, callID, Blocked, nil)
 		s.mu.Unlock()
-		return trace.Value{}, false, &BlockedError{Kind: ic.kind, Label: ic.label(), Reason: reason}
+		err := &BlockedError{Kind: ic.kind, Label: ic.label(), Reason: reason}
+		s.observeAnswered(ctx, ic, cr, model, err)
+		return trace.Value{}, false, err
 	case actFail:
 		s.noteLocked(d.err)
 		s.appendFailureLocked(ic, callID, model, d.err)
-		s.noteCallLocked(ic, callID, Failed, d.rec)
+		cr := s.noteCallLocked(ic, callID, Failed, d.rec)
 		s.mu.Unlock()
+		s.observeAnswered(ctx, ic, cr, model, d.err)
 		return trace.Value{}, false, d.err
 	}
-	s.noteCallLocked(ic, callID, Executed, d.rec)
+	cr := s.noteCallLocked(ic, callID, Executed, d.rec)
 	s.mu.Unlock()
 
+	var ci *CallInfo
+	if s.obs != nil {
+		ci = observed(ic, cr, model)
+		ctx = s.obs.StartCall(ctx, ci)
+	}
 	child, slot := sc.child(ctx, callID, sc.node, string(ic.kind), ic.label(), true)
 	start := time.Now()
 	done := false
@@ -351,11 +361,22 @@ func (s *session) dependency(ctx context.Context, sc *scope, ic *intercept, raw 
 		s.mu.Lock()
 		s.appendFailureLocked(ic, callID, model, panicError{p})
 		s.mu.Unlock()
+		if ci != nil {
+			ci.Err = panicError{p}
+			s.obs.EndCall(ctx, ci)
+		}
 		panic(p)
 	}()
 	out, err = run(child, input, model, !d.input.IsAbsent() || d.model != "")
 	done = true
 	ms := time.Since(start).Milliseconds()
+	if ci != nil {
+		ci.Err = err
+		if slot.set {
+			ci.Usage = slot.usage
+		}
+		defer s.obs.EndCall(ctx, ci) // after the result is recorded and the lock released
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil {
@@ -370,7 +391,24 @@ func (s *session) dependency(ctx context.Context, sc *scope, ic *intercept, raw 
 	return out, false, nil
 }
 
-func (s *session) noteCallLocked(ic *intercept, callID string, o Outcome, r *rec) {
+// observed describes a call to the session's Observer.
+func observed(ic *intercept, cr CallRecord, model string) *CallInfo {
+	return &CallInfo{CallRecord: cr, Provider: ic.provider, Model: model, Node: ic.node}
+}
+
+// observeAnswered reports a call that did not execute (served, blocked or
+// failed) to the session's Observer: StartCall and EndCall at once.
+func (s *session) observeAnswered(ctx context.Context, ic *intercept, cr CallRecord, model string, err error) {
+	if s.obs == nil {
+		return
+	}
+	ci := observed(ic, cr, model)
+	ctx = s.obs.StartCall(ctx, ci)
+	ci.Err = err
+	s.obs.EndCall(ctx, ci)
+}
+
+func (s *session) noteCallLocked(ic *intercept, callID string, o Outcome, r *rec) CallRecord {
 	cr := CallRecord{Position: ic.position, Kind: ic.kind, Label: ic.label(), Outcome: o, EventID: callID}
 	if r != nil {
 		cr.Recorded = &r.Recorded
@@ -386,6 +424,7 @@ func (s *session) noteCallLocked(ic *intercept, callID string, o Outcome, r *rec
 	default:
 		s.counts[3]++
 	}
+	return cr
 }
 
 // appendCallLocked writes the tool_call or llm_request.

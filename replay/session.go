@@ -190,7 +190,8 @@ type session struct {
 	liveModels map[string]bool
 	liveTools  map[string]bool
 	ids        ids
-	direct     Call // the Call handed to the Director, reused (valid only during Direct)
+	direct     Call     // the Call handed to the Director, reused (valid only during Direct)
+	obs        Observer // from the run's context; set before the agent runs, never changed
 }
 
 // occKey counts the calls of one kind and name.
@@ -453,6 +454,15 @@ func (s *session) run(ctx context.Context, input trace.Value, agent Agent) (*Res
 	s.mu.Lock()
 	s.root = s.appendLocked(trace.Event{Type: trace.RunStart, Input: input})
 	s.mu.Unlock()
+	var info *RunInfo
+	if s.obs = observerFrom(ctx); s.obs != nil {
+		info = &RunInfo{RunID: s.tr.RunID, AgentName: s.tr.AgentName, Directed: s.cfg.director != nil}
+		if s.plan != nil {
+			info.BaseRunID, info.Mode = s.plan.base.RunID, s.cfg.mode
+		}
+		ctx = s.obs.StartRun(ctx, info)
+	}
+	obsCtx := ctx
 	ctx = context.WithValue(ctx, ctxKey{}, &scope{s: s, parent: s.root})
 
 	var (
@@ -482,6 +492,9 @@ func (s *session) run(ctx context.Context, input trace.Value, agent Agent) (*Res
 			}
 			recErr = errors.Join(recErr, serr)
 		}
+	}
+	if s.obs != nil {
+		s.obs.EndRun(obsCtx, info, res)
 	}
 	if panicking {
 		panic(panicVal)

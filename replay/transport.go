@@ -258,18 +258,22 @@ func (t *transport) modelCall(sc *scope, req *http.Request, provider string) (*h
 	switch d.act {
 	case actServe:
 		s.appendServedLocked(&ic, callID, model, d)
-		s.noteCallLocked(&ic, callID, Served, d.rec)
+		cr := s.noteCallLocked(&ic, callID, Served, d.rec)
 		s.mu.Unlock()
 		if d.failure != nil {
-			return nil, &TransportError{Type: d.failure.Type, Message: d.failure.Message}
+			err := &TransportError{Type: d.failure.Type, Message: d.failure.Message}
+			s.observeAnswered(req.Context(), &ic, cr, model, err)
+			return nil, err
 		}
 		resp, err := servedResponse(req, d.value)
 		if err != nil {
 			e := &MismatchError{Kind: KindLLM, Label: ic.label(), Step: -1,
 				msg: fmt.Sprintf("recorded output of llm '%s' is not an HTTP response recorded by replay.Transport: %v", ic.label(), err)}
 			s.note(e)
+			s.observeAnswered(req.Context(), &ic, cr, model, e)
 			return nil, e
 		}
+		s.observeAnswered(req.Context(), &ic, cr, model, nil)
 		return resp, nil
 	case actBlock:
 		reason := d.reason
@@ -277,20 +281,28 @@ func (t *transport) modelCall(sc *scope, req *http.Request, provider string) (*h
 			reason = "blocked by the director"
 		}
 		s.appendResultLocked(&ic, callID, model, trace.StatusSkipped, failureOutput("Blocked", reason), nil, nil)
-		s.noteCallLocked(&ic, callID, Blocked, nil)
+		cr := s.noteCallLocked(&ic, callID, Blocked, nil)
 		s.mu.Unlock()
-		return nil, &BlockedError{Kind: ic.kind, Label: ic.label(), Reason: reason}
+		err := &BlockedError{Kind: ic.kind, Label: ic.label(), Reason: reason}
+		s.observeAnswered(req.Context(), &ic, cr, model, err)
+		return nil, err
 	case actFail:
 		s.noteLocked(d.err)
 		s.appendFailureLocked(&ic, callID, model, d.err)
-		s.noteCallLocked(&ic, callID, Failed, d.rec)
+		cr := s.noteCallLocked(&ic, callID, Failed, d.rec)
 		s.mu.Unlock()
+		s.observeAnswered(req.Context(), &ic, cr, model, d.err)
 		return nil, d.err
 	}
-	s.noteCallLocked(&ic, callID, Executed, d.rec)
+	cr := s.noteCallLocked(&ic, callID, Executed, d.rec)
 	s.mu.Unlock()
 
-	pc := &pendingCall{s: s, ic: ic, callID: callID, model: model, start: time.Now(), ctx: req.Context()}
+	var ci *CallInfo
+	if s.obs != nil {
+		ci = observed(&ic, cr, model)
+		req = req.WithContext(s.obs.StartCall(req.Context(), ci))
+	}
+	pc := &pendingCall{s: s, ic: ic, callID: callID, model: model, start: time.Now(), ctx: req.Context(), ci: ci}
 	return t.live(req, body, pc)
 }
 
@@ -354,6 +366,19 @@ type pendingCall struct {
 	start  time.Time
 	ctx    context.Context // the request's
 	once   sync.Once
+	ci     *CallInfo // for the session's Observer, nil without one
+}
+
+// observeEnd reports the end of the call to the session's Observer.
+func (pc *pendingCall) observeEnd(err error, u *Usage) {
+	if pc.ci == nil {
+		return
+	}
+	pc.ci.Err = err
+	if u != nil {
+		pc.ci.Usage = *u
+	}
+	pc.s.obs.EndCall(pc.ctx, pc.ci)
 }
 
 // errorType classifies a transport error of the call. An error returned
@@ -381,6 +406,7 @@ func (pc *pendingCall) bodyError(err error) trace.Member {
 // succeed writes the llm_response, unless the run has already ended.
 func (pc *pendingCall) succeed(out trace.Value, u *Usage) {
 	pc.once.Do(func() {
+		defer pc.observeEnd(nil, u)
 		ms := time.Since(pc.start).Milliseconds()
 		s := pc.s
 		s.mu.Lock()
@@ -396,6 +422,7 @@ func (pc *pendingCall) succeed(out trace.Value, u *Usage) {
 func (pc *pendingCall) fail(err error) {
 	pc.once.Do(func() {
 		te := &TransportError{Type: pc.errorType(err), Message: err.Error()}
+		defer pc.observeEnd(te, nil)
 		s := pc.s
 		s.mu.Lock()
 		defer s.mu.Unlock()
