@@ -199,8 +199,13 @@ type saveConfig struct {
 	overwrite bool
 }
 
-// Overwrite lets Save replace an existing bundle. The old bundle is moved to a
-// backup first and restored if anything fails, so it is never lost.
+// Overwrite lets Save replace an existing bundle. On Linux the new bundle
+// and the old one are swapped in one step, so that the path holds a complete
+// bundle, the old or the new, at every instant, even if the process is
+// killed; elsewhere the old bundle is moved to a backup for the instant
+// between two renames, and a crash there is repaired by the next save of
+// the path, which restores the backup. If anything fails, the old bundle is
+// where it was.
 func Overwrite() SaveOption { return func(c *saveConfig) { c.overwrite = true } }
 
 // Prepared returns the trace exactly as Save would write it: totals
@@ -309,9 +314,12 @@ func (f *bundleFile) digest() [sha256.Size]byte {
 // It recomputes totals, redacts the manifest and every event, computes every
 // payload hash (replacing whatever hashes the events held), and writes
 // manifest.json, events.jsonl, redactions.json, the Extras and, last,
-// integrity.json into a temporary sibling directory, which is then renamed
-// into place. An existing bundle is replaced only with Overwrite; it is moved
-// to a backup first and restored on failure. tr itself is not changed except
+// integrity.json into a temporary sibling directory, syncs every file, and
+// renames the directory into place. An existing bundle is replaced only with
+// Overwrite, which says how; on failure the old bundle is where it was.
+// First, Save deals with what killed saves of the same path left beside it:
+// their temporary directories are removed, and a backup is restored when
+// the path is missing. tr itself is not changed except
 // for Path, which is set to path on success; so, like any method that changes
 // a Trace, Save must not run concurrently with other uses of the same Trace
 // (save a Clone instead). Save streams events.jsonl through a BundleWriter,
@@ -376,88 +384,9 @@ func checkDest(path string, overwrite bool) (replace bool, err error) {
 	return true, nil
 }
 
-// makeTemp creates the temporary sibling directory a bundle is written into.
-func makeTemp(path string) (string, error) {
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", storageErr(err, "%s: %v", dir, err)
-	}
-	tmp := filepath.Join(dir, "."+base+".tmp-"+hexUUID())
-	if err := os.Mkdir(tmp, 0o755); err != nil {
-		return "", storageErr(err, "%s: %v", path, err)
-	}
-	return tmp, nil
-}
-
-// commitBundle renames the finished temporary directory into place, keeping
-// a backup of an existing bundle until the swap is done. On failure the
-// temporary directory is removed and the old bundle is where it was.
-func commitBundle(path, tmp string, overwrite bool) error {
-	cleanup := func() { os.RemoveAll(tmp) }
-	replace, err := checkDest(path, overwrite) // again: it may have changed
-	if err != nil {
-		cleanup()
-		return err
-	}
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	syncDir(tmp)
-	if !replace {
-		if err := os.Rename(tmp, path); err != nil {
-			cleanup()
-			return storageErr(err, "%s: %v", path, err)
-		}
-		syncDir(dir)
-		return nil
-	}
-	bak := filepath.Join(dir, "."+base+".bak-"+hexUUID())
-	if err := os.Rename(path, bak); err != nil {
-		cleanup()
-		return storageErr(err, "%s: %v", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		if rerr := os.Rename(bak, path); rerr != nil {
-			return storageErr(err, "%s: %v; the previous bundle is kept at %s", path, err, bak)
-		}
-		cleanup()
-		return storageErr(err, "%s: %v", path, err)
-	}
-	syncDir(dir)
-	os.RemoveAll(bak)
-	return nil
-}
-
 func hexUUID() string {
 	u := uuid.New()
 	return strings.ReplaceAll(u.String(), "-", "")
-}
-
-func writeFileSync(name string, data []byte) error {
-	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-func syncDir(dir string) {
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
-	}
 }
 
 // RunTrace returns tr itself. It lets a *Trace stand wherever a run is

@@ -36,6 +36,7 @@ type BundleWriter struct {
 	path      string
 	overwrite bool
 	tmp       string
+	lock      *dirLock // held on tmp until the writer is done
 	m         Manifest
 	f         *os.File
 	bw        *bufio.Writer
@@ -67,19 +68,23 @@ func NewBundleWriter(path string, m Manifest, opts ...SaveOption) (*BundleWriter
 }
 
 func newBundleWriter(path string, m Manifest, cfg saveConfig) (*BundleWriter, error) {
+	if err := recoverLeftovers(path); err != nil {
+		return nil, err
+	}
 	if _, err := checkDest(path, cfg.overwrite); err != nil {
 		return nil, err
 	}
-	tmp, err := makeTemp(path)
+	tmp, lock, err := makeTemp(path)
 	if err != nil {
 		return nil, err
 	}
 	f, err := os.OpenFile(filepath.Join(tmp, EventsFile), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		os.RemoveAll(tmp)
+		lock.release()
 		return nil, storageErr(err, "%s: writing %s: %v", path, EventsFile, err)
 	}
-	w := &BundleWriter{path: path, overwrite: cfg.overwrite, tmp: tmp, m: m, f: f, sum: sha256.New()}
+	w := &BundleWriter{path: path, overwrite: cfg.overwrite, tmp: tmp, lock: lock, m: m, f: f, sum: sha256.New()}
 	// events.jsonl is hashed as the buffer is flushed, a block at a time.
 	w.bw = bufio.NewWriterSize(io.MultiWriter(f, w.sum), 256<<10)
 	return w, nil
@@ -241,6 +246,7 @@ func (w *BundleWriter) Abort() {
 		w.f = nil
 	}
 	os.RemoveAll(w.tmp)
+	w.lock.release()
 }
 
 // Close finishes the bundle: it syncs events.jsonl, writes manifest.json
@@ -296,6 +302,7 @@ func (w *BundleWriter) Close() error {
 		}
 	}
 	w.closed = true
+	defer w.lock.release()
 	return commitBundle(w.path, w.tmp, w.overwrite)
 }
 
@@ -303,6 +310,7 @@ func (w *BundleWriter) Close() error {
 func (w *BundleWriter) finishEvents() error {
 	err := w.bw.Flush()
 	if err == nil {
+		atStep("fsync " + EventsFile)
 		err = w.f.Sync()
 	}
 	if cerr := w.f.Close(); err == nil {
