@@ -19,13 +19,14 @@ import (
 // did to get there.
 
 // Counterfactual is what the counterfactual assertions inspect: a
-// *fork.Variant (the result of fork.Run or sftest.Fork: the diff against its
-// base and everything the fork did), or a *diff.Result (diff.Runs of a
-// base and a variant, when only the two runs are at hand). Assertions that
-// need what only a fork knows (suppressed effects, incurred cost, changes)
-// fail with an ErrInvalid error on a *diff.Result; any other value, or
-// nil, fails every counterfactual assertion with an ErrInvalid error.
-type Counterfactual any
+// *[fork.Variant] (the result of [fork.Run] or sftest.Fork: the diff
+// against its base and everything the fork did), or a *[diff.Result]
+// ([diff.Runs] of a base and a variant, when only the two runs are at
+// hand). It is a constraint, so passing anything else does not compile.
+// The assertions that need what only a fork knows (suppressed effects,
+// incurred cost, changes) take a *fork.Variant. A nil one fails with an
+// [ErrInvalid] error.
+type Counterfactual interface{ *fork.Variant | *diff.Result }
 
 // subject is a Counterfactual resolved: the diff, and the variant when there
 // is one.
@@ -34,7 +35,7 @@ type subject struct {
 	d *diff.Result
 }
 
-func subjectOf(c Counterfactual) (subject, error) {
+func subjectOf(c any) (subject, error) {
 	switch x := c.(type) {
 	case *fork.Variant:
 		if x == nil {
@@ -65,20 +66,17 @@ func typeName(c any) string {
 	return fmt.Sprintf("a %T", c)
 }
 
-// variantOf is subjectOf for the assertions that need a *fork.Variant.
-func variantOf(c Counterfactual, what string) (*fork.Variant, error) {
-	s, err := subjectOf(c)
+// variantOf is subjectOf for the assertions that take a *fork.Variant.
+func variantOf(v *fork.Variant) (*fork.Variant, error) {
+	s, err := subjectOf(v)
 	if err != nil {
 		return nil, err
-	}
-	if s.v == nil {
-		return nil, invalidf("%s needs the *fork.Variant: a *diff.Result does not record it", what)
 	}
 	return s.v, nil
 }
 
 // on runs check on the resolved c.
-func on(c Counterfactual, check func(subject) error) error {
+func on(c any, check func(subject) error) error {
 	s, err := subjectOf(c)
 	if err != nil {
 		return err
@@ -148,7 +146,7 @@ func divergenceLine(d *diff.Result) string {
 // with the first divergence and is followed by the diff ([diff.Result.Explain]):
 //
 //	expected the variant to behave like the base; it diverged at step 7: llm 'fake/fake-1' changed: output.content 'refund' → 'escalate'
-func CheckEquivalent(c Counterfactual) error {
+func CheckEquivalent[C Counterfactual](c C) error {
 	return on(c, func(s subject) error {
 		if s.d.Equivalent() {
 			return nil
@@ -160,7 +158,7 @@ func CheckEquivalent(c Counterfactual) error {
 
 // Equivalent asserts that the variant behaved exactly like its base; see
 // CheckEquivalent.
-func Equivalent(t TestingT, c Counterfactual, msgAndArgs ...any) bool {
+func Equivalent[C Counterfactual](t TestingT, c C, msgAndArgs ...any) bool {
 	if h, ok := t.(tHelper); ok {
 		h.Helper()
 	}
@@ -171,7 +169,7 @@ func Equivalent(t TestingT, c Counterfactual, msgAndArgs ...any) bool {
 // base: the opposite of CheckEquivalent.
 //
 //	expected the variant to diverge from the base; it behaved the same (16 steps unchanged)
-func CheckDiverged(c Counterfactual) error {
+func CheckDiverged[C Counterfactual](c C) error {
 	return on(c, func(s subject) error {
 		if !s.d.Equivalent() {
 			return nil
@@ -181,72 +179,84 @@ func CheckDiverged(c Counterfactual) error {
 }
 
 // Diverged asserts that the variant behaved differently from its base.
-func Diverged(t TestingT, c Counterfactual, msgAndArgs ...any) bool {
+func Diverged[C Counterfactual](t TestingT, c C, msgAndArgs ...any) bool {
 	if h, ok := t.(tHelper); ok {
 		h.Helper()
 	}
 	return report(t, CheckDiverged(c), msgAndArgs)
 }
 
-// CheckDivergesAt reports whether the first divergence of the two runs is at
-// at, which is a step number (int) or a node name (string).
-//
-// The step of a divergence is the step of the first differing behavior
-// step's event: in the variant when it has that step (a changed or added
-// step), else in the base (a removed step); for a changed step whose step
-// numbers differ between the runs either matches. A node name matches when
-// the first differing step is that node's own step (its exit status
-// changed), or, on a *fork.Variant, when the differing event lies inside an
-// execution of that node. A *diff.Result holds no events, so there only the
-// node's own step matches.
+// CheckDivergesAtStep reports whether the first divergence of the two runs
+// is at step: the step of the first differing behavior step's event, in the
+// variant when it has that step (a changed or added step), else in the base
+// (a removed step); for a changed step whose step numbers differ between
+// the runs either matches.
 //
 //	expected the runs to diverge at step 7; they diverged at step 11: tool 'issue_refund' only in the base
-//	expected the runs to diverge in node 'decide'; they diverged at step 2: tool 'get_order' changed: output.amount 250.0 → 90.0 (in node 'lookup')
-func CheckDivergesAt(c Counterfactual, at any) error {
+func CheckDivergesAtStep[C Counterfactual](c C, step int) error {
 	return on(c, func(s subject) error {
-		var want string
-		var match func(dv *diff.Divergence) bool
-		switch a := at.(type) {
-		case int:
-			want = fmt.Sprintf("at step %d", a)
-			match = func(dv *diff.Divergence) bool {
-				return (dv.Variant != nil && dv.Variant.Step == a) || (dv.Base != nil && dv.Base.Step == a)
-			}
-		case string:
-			if a == "" {
-				return invalidf("DivergesAt: the node name is empty")
-			}
-			want = "in node " + reprString(a)
-			match = func(dv *diff.Divergence) bool { return slices.Contains(nodesOf(s, dv), a) }
-		default:
-			return invalidf("DivergesAt: at must be a step number (int) or a node name (string), got %s", typeName(at))
-		}
-		dv := s.d.Divergence
-		if dv == nil {
-			return mismatchf("expected the runs to diverge %s; they are equivalent (%d steps unchanged)", want, len(s.d.Steps))
-		}
-		if match(dv) {
-			return nil
-		}
-		where := ""
-		if _, isNode := at.(string); isNode {
-			if nodes := nodesOf(s, dv); len(nodes) > 0 {
-				where = " (in node " + reprString(nodes[0]) + ")"
-			} else {
-				where = " (outside any node)"
-			}
-		}
-		return mismatchf("expected the runs to diverge %s; they diverged at %s%s", want, describeDivergence(s.d), where)
+		return divergesAt(s, fmt.Sprintf("at step %d", step), "", func(dv *diff.Divergence) bool {
+			return (dv.Variant != nil && dv.Variant.Step == step) || (dv.Base != nil && dv.Base.Step == step)
+		})
 	})
 }
 
-// DivergesAt asserts that the first divergence of the two runs is at at, a
-// step number (int) or a node name (string); see CheckDivergesAt.
-func DivergesAt(t TestingT, c Counterfactual, at any, msgAndArgs ...any) bool {
+// DivergesAtStep asserts that the first divergence of the two runs is at
+// step; see [CheckDivergesAtStep].
+func DivergesAtStep[C Counterfactual](t TestingT, c C, step int, msgAndArgs ...any) bool {
 	if h, ok := t.(tHelper); ok {
 		h.Helper()
 	}
-	return report(t, CheckDivergesAt(c, at), msgAndArgs)
+	return report(t, CheckDivergesAtStep(c, step), msgAndArgs)
+}
+
+// CheckDivergesInNode reports whether the first divergence of the two runs
+// is in node: the first differing step is that node's own step (its exit
+// status changed), or, on a *fork.Variant, the differing event lies inside
+// an execution of that node. A *diff.Result holds no events, so there only
+// the node's own step matches.
+//
+//	expected the runs to diverge in node 'decide'; they diverged at step 2: tool 'get_order' changed: output.amount 250.0 → 90.0 (in node 'lookup')
+func CheckDivergesInNode[C Counterfactual](c C, node string) error {
+	return on(c, func(s subject) error {
+		if node == "" {
+			return invalidf("DivergesInNode: the node name is empty")
+		}
+		return divergesAt(s, "in node "+reprString(node), node, func(dv *diff.Divergence) bool {
+			return slices.Contains(nodesOf(s, dv), node)
+		})
+	})
+}
+
+// DivergesInNode asserts that the first divergence of the two runs is in
+// node; see [CheckDivergesInNode].
+func DivergesInNode[C Counterfactual](t TestingT, c C, node string, msgAndArgs ...any) bool {
+	if h, ok := t.(tHelper); ok {
+		h.Helper()
+	}
+	return report(t, CheckDivergesInNode(c, node), msgAndArgs)
+}
+
+// divergesAt checks the first divergence of s with match; want says where
+// it was expected, and node, when set, has the failure name the node the
+// divergence was in.
+func divergesAt(s subject, want, node string, match func(dv *diff.Divergence) bool) error {
+	dv := s.d.Divergence
+	if dv == nil {
+		return mismatchf("expected the runs to diverge %s; they are equivalent (%d steps unchanged)", want, len(s.d.Steps))
+	}
+	if match(dv) {
+		return nil
+	}
+	where := ""
+	if node != "" {
+		if nodes := nodesOf(s, dv); len(nodes) > 0 {
+			where = " (in node " + reprString(nodes[0]) + ")"
+		} else {
+			where = " (outside any node)"
+		}
+	}
+	return mismatchf("expected the runs to diverge %s; they diverged at %s%s", want, describeDivergence(s.d), where)
 }
 
 // nodesOf lists the nodes the diverging step is in, innermost first: the
@@ -334,7 +344,7 @@ func endText(s subject) string {
 //
 //	expected the variant to end blocked; it completed
 //	first divergence: step 7: llm 'fake/fake-1' changed: …
-func CheckStatus(c Counterfactual, want fork.Status) error {
+func CheckStatus[C Counterfactual](c C, want fork.Status) error {
 	return on(c, func(s subject) error {
 		if statusOf(s) == want {
 			return nil
@@ -357,7 +367,7 @@ func endedText(s subject) string {
 }
 
 // Status asserts that the variant ended with status want; see CheckStatus.
-func Status(t TestingT, c Counterfactual, want fork.Status, msgAndArgs ...any) bool {
+func Status[C Counterfactual](t TestingT, c C, want fork.Status, msgAndArgs ...any) bool {
 	if h, ok := t.(tHelper); ok {
 		h.Helper()
 	}
@@ -369,7 +379,7 @@ func Status(t TestingT, c Counterfactual, want fork.Status, msgAndArgs ...any) b
 //
 //	expected the variant to complete; it failed: PolicyViolation: refund of 250.00 USD exceeds the automatic refund limit
 //	first divergence: step 7: …
-func CheckCompleted(c Counterfactual) error {
+func CheckCompleted[C Counterfactual](c C) error {
 	return on(c, func(s subject) error {
 		if statusOf(s) == fork.StatusCompleted {
 			return nil
@@ -379,7 +389,7 @@ func CheckCompleted(c Counterfactual) error {
 }
 
 // Completed asserts that the variant completed; see CheckCompleted.
-func Completed(t TestingT, c Counterfactual, msgAndArgs ...any) bool {
+func Completed[C Counterfactual](t TestingT, c C, msgAndArgs ...any) bool {
 	if h, ok := t.(tHelper); ok {
 		h.Helper()
 	}
@@ -420,7 +430,7 @@ func stateText(v trace.Value, ok bool) string {
 // diff.StateDelta).
 //
 //	expected state 'decision' to change; it is 'issue_refund' in both runs
-func CheckStateChanged(c Counterfactual, key string) error {
+func CheckStateChanged[C Counterfactual](c C, key string) error {
 	return on(c, func(s subject) error {
 		for _, sd := range s.d.State {
 			if sd.Key == key {
@@ -450,7 +460,7 @@ func stateKeys(d *diff.Result) string {
 
 // StateChanged asserts that the final value of the state key differs between
 // the base and the variant.
-func StateChanged(t TestingT, c Counterfactual, key string, msgAndArgs ...any) bool {
+func StateChanged[C Counterfactual](t TestingT, c C, key string, msgAndArgs ...any) bool {
 	if h, ok := t.(tHelper); ok {
 		h.Helper()
 	}
@@ -462,7 +472,7 @@ func StateChanged(t TestingT, c Counterfactual, key string, msgAndArgs ...any) b
 // same).
 //
 //	expected state 'decision' to be unchanged; it changed from 'issue_refund' to 'request_approval'
-func CheckStateUnchanged(c Counterfactual, key string) error {
+func CheckStateUnchanged[C Counterfactual](c C, key string) error {
 	return on(c, func(s subject) error {
 		for _, sd := range s.d.State {
 			if sd.Key == key {
@@ -476,7 +486,7 @@ func CheckStateUnchanged(c Counterfactual, key string) error {
 
 // StateUnchanged asserts that the final value of the state key is the same
 // in the base and the variant.
-func StateUnchanged(t TestingT, c Counterfactual, key string, msgAndArgs ...any) bool {
+func StateUnchanged[C Counterfactual](t TestingT, c C, key string, msgAndArgs ...any) bool {
 	if h, ok := t.(tHelper); ok {
 		h.Helper()
 	}
@@ -490,7 +500,7 @@ func StateUnchanged(t TestingT, c Counterfactual, key string, msgAndArgs ...any)
 // compared with cmp. A difference is shown as cmp.Diff output (-want +got).
 //
 //	state 'decision': expected 'request_approval'; actual 'issue_refund'
-func CheckStateEqual(c Counterfactual, key string, want any, opts ...cmp.Option) error {
+func CheckStateEqual[C Counterfactual](c C, key string, want any, opts ...cmp.Option) error {
 	return on(c, func(s subject) error {
 		got, ok := finalState(s.d, key)
 		if !ok {
@@ -503,7 +513,7 @@ func CheckStateEqual(c Counterfactual, key string, want any, opts ...cmp.Option)
 // StateEqual asserts that the variant's final value of the state key equals
 // want; see CheckStateEqual. The leading values of args that are cmp.Options
 // are comparison options; the rest are msgAndArgs.
-func StateEqual(t TestingT, c Counterfactual, key string, want any, args ...any) bool {
+func StateEqual[C Counterfactual](t TestingT, c C, key string, want any, args ...any) bool {
 	if h, ok := t.(tHelper); ok {
 		h.Helper()
 	}
@@ -588,7 +598,7 @@ func pathOf(d *diff.Result) []string {
 //
 //	expected the variant's path ['tool:get_order', 'run']; actual ['tool:get_order', 'tool:issue_refund', 'run']
 //	path (-want +got): …
-func CheckPathEqual(c Counterfactual, want []string, opts ...cmp.Option) error {
+func CheckPathEqual[C Counterfactual](c C, want []string, opts ...cmp.Option) error {
 	return on(c, func(s subject) error {
 		got := pathOf(s.d)
 		if want == nil {
@@ -608,7 +618,7 @@ func CheckPathEqual(c Counterfactual, want []string, opts ...cmp.Option) error {
 // PathEqual asserts that the variant's behavior path equals want; see
 // CheckPathEqual. The leading values of args that are cmp.Options are
 // comparison options; the rest are msgAndArgs.
-func PathEqual(t TestingT, c Counterfactual, want []string, args ...any) bool {
+func PathEqual[C Counterfactual](t TestingT, c C, want []string, args ...any) bool {
 	if h, ok := t.(tHelper); ok {
 		h.Helper()
 	}
@@ -623,7 +633,7 @@ func PathEqual(t TestingT, c Counterfactual, want []string, args ...any) bool {
 //
 //	output: expected {'status': 'awaiting_approval'}; actual {'refund_id': 'rf_o_1842', 'status': 'refunded'}
 //	output (-want +got): …
-func CheckOutputEqual(c Counterfactual, want any, opts ...cmp.Option) error {
+func CheckOutputEqual[C Counterfactual](c C, want any, opts ...cmp.Option) error {
 	return on(c, func(s subject) error {
 		var end *trace.BehaviorStep
 		for i := len(s.d.Steps) - 1; i >= 0 && end == nil; i-- {
@@ -644,7 +654,7 @@ func CheckOutputEqual(c Counterfactual, want any, opts ...cmp.Option) error {
 // OutputEqual asserts that the variant's final output equals want; see
 // CheckOutputEqual. The leading values of args that are cmp.Options are
 // comparison options; the rest are msgAndArgs.
-func OutputEqual(t TestingT, c Counterfactual, want any, args ...any) bool {
+func OutputEqual[C Counterfactual](t TestingT, c C, want any, args ...any) bool {
 	if h, ok := t.(tHelper); ok {
 		h.Helper()
 	}
@@ -660,8 +670,8 @@ func OutputEqual(t TestingT, c Counterfactual, want any, args ...any) bool {
 //
 //	expected no suppressed side effects; the guard held back 1 call(s):
 //	  step 11 tool 'issue_refund' {'amount': 250.0, 'order_id': 'o_1842'}: no recorded call has this input
-func CheckNoSuppressedEffects(c Counterfactual) error {
-	v, err := variantOf(c, "NoSuppressedEffects")
+func CheckNoSuppressedEffects(v *fork.Variant) error {
+	v, err := variantOf(v)
 	if err != nil {
 		return err
 	}
@@ -677,22 +687,22 @@ func CheckNoSuppressedEffects(c Counterfactual) error {
 }
 
 // NoSuppressedEffects asserts that the fork's side-effect guard held nothing
-// back; see CheckNoSuppressedEffects.
-func NoSuppressedEffects(t TestingT, c Counterfactual, msgAndArgs ...any) bool {
+// back; see [CheckNoSuppressedEffects].
+func NoSuppressedEffects(t TestingT, v *fork.Variant, msgAndArgs ...any) bool {
 	if h, ok := t.(tHelper); ok {
 		h.Helper()
 	}
-	return report(t, CheckNoSuppressedEffects(c), msgAndArgs)
+	return report(t, CheckNoSuppressedEffects(v), msgAndArgs)
 }
 
 // CheckIncurredCostAtMost reports whether the fork's live model calls cost
 // at most maxUSD (fork.Variant.IncurredCost: the served prefix, memo hits
-// and substituted responses cost nothing). It needs a *fork.Variant: a
+// and substituted responses cost nothing). It takes the *fork.Variant: a
 // *diff.Result cannot tell served calls from live ones.
 //
 //	expected the variant to incur at most $0.0010; it incurred $0.0020 (1 live model call(s), 120 tokens)
-func CheckIncurredCostAtMost(c Counterfactual, maxUSD float64) error {
-	v, err := variantOf(c, "IncurredCostAtMost")
+func CheckIncurredCostAtMost(v *fork.Variant, maxUSD float64) error {
+	v, err := variantOf(v)
 	if err != nil {
 		return err
 	}
@@ -708,19 +718,19 @@ func CheckIncurredCostAtMost(c Counterfactual, maxUSD float64) error {
 
 // IncurredCostAtMost asserts that the fork's live model calls cost at most
 // maxUSD; see CheckIncurredCostAtMost.
-func IncurredCostAtMost(t TestingT, c Counterfactual, maxUSD float64, msgAndArgs ...any) bool {
+func IncurredCostAtMost(t TestingT, v *fork.Variant, maxUSD float64, msgAndArgs ...any) bool {
 	if h, ok := t.(tHelper); ok {
 		h.Helper()
 	}
-	return report(t, CheckIncurredCostAtMost(c, maxUSD), msgAndArgs)
+	return report(t, CheckIncurredCostAtMost(v, maxUSD), msgAndArgs)
 }
 
 // CheckTokensAtMost reports whether the fork's live model calls used at most
 // maxTokens tokens (fork.Variant.IncurredTokens). It needs a *fork.Variant.
 //
 //	expected the variant to use at most 100 tokens; it used 120 (1 live model call(s), $0.0020)
-func CheckTokensAtMost(c Counterfactual, maxTokens int64) error {
-	v, err := variantOf(c, "TokensAtMost")
+func CheckTokensAtMost(v *fork.Variant, maxTokens int64) error {
+	v, err := variantOf(v)
 	if err != nil {
 		return err
 	}
@@ -736,11 +746,11 @@ func CheckTokensAtMost(c Counterfactual, maxTokens int64) error {
 
 // TokensAtMost asserts that the fork's live model calls used at most
 // maxTokens tokens; see CheckTokensAtMost.
-func TokensAtMost(t TestingT, c Counterfactual, maxTokens int64, msgAndArgs ...any) bool {
+func TokensAtMost(t TestingT, v *fork.Variant, maxTokens int64, msgAndArgs ...any) bool {
 	if h, ok := t.(tHelper); ok {
 		h.Helper()
 	}
-	return report(t, CheckTokensAtMost(c, maxTokens), msgAndArgs)
+	return report(t, CheckTokensAtMost(v, maxTokens), msgAndArgs)
 }
 
 // CheckChangeApplied reports whether the fork made changes and each of them
@@ -751,8 +761,8 @@ func TokensAtMost(t TestingT, c Counterfactual, maxTokens int64, msgAndArgs ...a
 //
 //	expected every change to be applied; 1 of 1 matched nothing in the tail, which begins at step 6 (before the failing node ('decide', execution 1)):
 //	  prompt of 'desicde'
-func CheckChangeApplied(c Counterfactual) error {
-	v, err := variantOf(c, "ChangeApplied")
+func CheckChangeApplied(v *fork.Variant) error {
+	v, err := variantOf(v)
 	if err != nil {
 		return err
 	}
@@ -773,9 +783,9 @@ func CheckChangeApplied(c Counterfactual) error {
 
 // ChangeApplied asserts that the fork made changes and each acted on at
 // least one call of the tail; see CheckChangeApplied.
-func ChangeApplied(t TestingT, c Counterfactual, msgAndArgs ...any) bool {
+func ChangeApplied(t TestingT, v *fork.Variant, msgAndArgs ...any) bool {
 	if h, ok := t.(tHelper); ok {
 		h.Helper()
 	}
-	return report(t, CheckChangeApplied(c), msgAndArgs)
+	return report(t, CheckChangeApplied(v), msgAndArgs)
 }

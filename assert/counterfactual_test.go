@@ -107,18 +107,18 @@ func TestCounterfactualAssertions(t *testing.T) {
 		{"Diverged/fail", func(t assert.TestingT) bool { return assert.Diverged(t, same) },
 			"expected the variant to diverge from the base; it behaved the same (7 steps unchanged)"},
 
-		{"DivergesAt/step", func(t assert.TestingT) bool { return assert.DivergesAt(t, changed, 6) }, ""},
-		{"DivergesAt/node of a variant", func(t assert.TestingT) bool { return assert.DivergesAt(t, v, "decide") }, ""},
-		{"DivergesAt/other step", func(t assert.TestingT) bool { return assert.DivergesAt(t, changed, 9) },
+		{"DivergesAtStep/step", func(t assert.TestingT) bool { return assert.DivergesAtStep(t, changed, 6) }, ""},
+		{"DivergesInNode/node of a variant", func(t assert.TestingT) bool { return assert.DivergesInNode(t, v, "decide") }, ""},
+		{"DivergesAtStep/other step", func(t assert.TestingT) bool { return assert.DivergesAtStep(t, changed, 9) },
 			"expected the runs to diverge at step 9; they diverged at " + refundDivergence},
-		{"DivergesAt/other node", func(t assert.TestingT) bool { return assert.DivergesAt(t, v, "lookup") },
+		{"DivergesInNode/other node", func(t assert.TestingT) bool { return assert.DivergesInNode(t, v, "lookup") },
 			"expected the runs to diverge in node 'lookup'; they diverged at " + refundDivergence + " (in node 'decide')"},
-		{"DivergesAt/node of a diff", func(t assert.TestingT) bool { return assert.DivergesAt(t, changed, "decide") },
+		{"DivergesInNode/node of a diff", func(t assert.TestingT) bool { return assert.DivergesInNode(t, changed, "decide") },
 			"expected the runs to diverge in node 'decide'; they diverged at " + refundDivergence + " (outside any node)"},
-		{"DivergesAt/equivalent", func(t assert.TestingT) bool { return assert.DivergesAt(t, same, 6) },
+		{"DivergesAtStep/equivalent", func(t assert.TestingT) bool { return assert.DivergesAtStep(t, same, 6) },
 			"expected the runs to diverge at step 6; they are equivalent (7 steps unchanged)"},
-		{"DivergesAt/bad at", func(t assert.TestingT) bool { return assert.DivergesAt(t, v, 6.5) },
-			"DivergesAt: at must be a step number (int) or a node name (string), got a float64"},
+		{"DivergesInNode/empty", func(t assert.TestingT) bool { return assert.DivergesInNode(t, v, "") },
+			"DivergesInNode: the node name is empty"},
 
 		{"Completed/pass", func(t assert.TestingT) bool { return assert.Completed(t, v) }, ""},
 		{"Completed/diff pass", func(t assert.TestingT) bool { return assert.Completed(t, changed) }, ""},
@@ -178,8 +178,6 @@ func TestCounterfactualAssertions(t *testing.T) {
 		{"NoSuppressedEffects/pass", func(t assert.TestingT) bool { return assert.NoSuppressedEffects(t, v) }, ""},
 		{"NoSuppressedEffects/fail", func(t assert.TestingT) bool { return assert.NoSuppressedEffects(t, blocked) },
 			"expected no suppressed side effects; the guard held back 1 call(s):\n  step 9 tool 'issue_refund' {'amount': 250}: no recorded call has this input"},
-		{"NoSuppressedEffects/diff", func(t assert.TestingT) bool { return assert.NoSuppressedEffects(t, changed) },
-			"NoSuppressedEffects needs the *fork.Variant: a *diff.Result does not record it"},
 		{"IncurredCostAtMost/pass", func(t assert.TestingT) bool { return assert.IncurredCostAtMost(t, v, 0.002) }, ""},
 		{"IncurredCostAtMost/fail", func(t assert.TestingT) bool { return assert.IncurredCostAtMost(t, v, 0.001) },
 			"expected the variant to incur at most $0.0010; it incurred $0.0020 (1 live model call(s), 120 tokens)"},
@@ -196,8 +194,6 @@ func TestCounterfactualAssertions(t *testing.T) {
 
 		{"nil variant", func(t assert.TestingT) bool { return assert.Completed(t, (*fork.Variant)(nil)) },
 			"no counterfactual to check: got a nil *fork.Variant; pass the *fork.Variant of fork.Run or sftest.Fork, or a *diff.Result"},
-		{"wrong type", func(t assert.TestingT) bool { return assert.Diverged(t, base) },
-			"no counterfactual to check: got a *trace.Trace; pass the *fork.Variant of fork.Run or sftest.Fork, or a *diff.Result"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -225,8 +221,8 @@ func TestEquivalentFailure(t *testing.T) {
 	if err == nil || !errors.Is(err, assert.ErrMismatch) {
 		t.Errorf("CheckEquivalent = %v, want an error matching ErrMismatch", err)
 	}
-	if err := assert.CheckEquivalent(nil); !errors.Is(err, assert.ErrInvalid) {
-		t.Errorf("CheckEquivalent(nil) = %v, want an error matching ErrInvalid", err)
+	if err := assert.CheckEquivalent((*diff.Result)(nil)); !errors.Is(err, assert.ErrInvalid) {
+		t.Errorf("CheckEquivalent of a nil *diff.Result = %v, want an error matching ErrInvalid", err)
 	}
 }
 

@@ -44,7 +44,7 @@
 //
 // On a fork's result (a *fork.Variant, or a *diff.Result; see
 // Counterfactual) the assertions say what the change did: Equivalent,
-// Diverged, DivergesAt (a step or a node), Completed, Status, StateChanged,
+// Diverged, DivergesAtStep, DivergesInNode, Completed, Status, StateChanged,
 // StateUnchanged, StateEqual, PathEqual, OutputEqual, NoSuppressedEffects,
 // IncurredCostAtMost, TokensAtMost and ChangeApplied. Their failures name the
 // first divergence and its step:

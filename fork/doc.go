@@ -1,90 +1,109 @@
-// Package fork makes new runs out of recorded ones: a static fork keeps a
-// recorded run up to a step, optionally with some recorded outputs replaced,
-// and records where it came from.
-//
-//	res, err := fork.Trace("failure.sftrace", fork.AtStep(5), fork.Options{
-//		Overrides: []fork.Override{
-//			fork.OverrideStep(5, map[string]any{"status": "success", "value": 100}),
-//		},
-//	})
-//	if err != nil {
-//		return err // e.g. "invalid overrides: override targets step 5 (tool_call); …"
-//	}
-//	fmt.Println(res.ForkedTracePath) // failure-forked.sftrace
-//
-// # Static forks
-//
-// A fork at step N keeps every event whose step is at most N (steps are
-// non-decreasing, so this is a prefix: at step 5 of a 10-event run, 6
-// events); a fork at an event id keeps the events up to and including that
-// event. The fork gets a new run id, carried by its manifest and every event;
-// event ids, parents and payloads are kept, and hashes and totals are
-// recomputed. If the fork keeps the run's run_end it keeps the manifest's
-// status, failure, cost and duration; otherwise it is an unfinished run
-// (status "running", no failure, cost summed over the kept model responses,
-// no duration). Either way it passes stepfork's strict validation whenever
-// the parent does.
-//
-// Overrides replace the output of tool_result and llm_response events (never
-// inputs), chosen by step or event id; an event-id override beats a step
-// override of the same event, and one override at most is applied per event.
-// An overridden event gets status "ok", so that a frozen replay of the fork
-// serves the new output. Overrides are validated before anything is written;
-// every problem is reported in one error. An override of an event the fork
-// does not keep is refused, naming the event and the fork point.
-//
-// Trace reads a bundle path as a stream and stops at the fork point, so a fork
-// costs in proportion to the fork point rather than to the trace.
-//
-// # Counterfactual execution
-//
-// Run takes a recorded run, changes one thing about it, runs only the part
-// the change could affect, and says what became different:
+// Package fork makes new runs out of recorded ones. [Run] forks a recorded
+// run at a point, changes one thing, serves the unchanged prefix from the
+// recording, runs the tail for real and says what became different; [Each]
+// does it for a table of named variants; [Trace] makes a static fork, the
+// run kept through a step with some recorded outputs replaced.
 //
 //	base, _ := trace.Load("testdata/refund-failure.sftrace")
 //	v, err := fork.Run(ctx, base, fork.Failure(), refund.Agent,
 //		fork.Prompt("decide", "Refunds above the policy limit need approval."), fork.Memoize())
-//	fmt.Println(v.Explain()) // fork 8f3a2c… of 41d0be… at step 6 (before the failing node ('decide', execution 1)) …
+//	if err != nil {
+//		return err // the point or a change does not resolve, the prefix did not replay, …
+//	}
+//	fmt.Println(v.Status, v.Diff.Divergence) // completed, and where the variant parted from the base
 //
-// A fork point (At) resolves to one position of the base run's events:
-// Step, Event, Start, Failure (the default on a failed run), BeforeNode,
-// AfterNode, BeforeCall, BeforeFirstWriteOf, BeforeDecision, Where. Points
-// lists every position a run offers. Only boundaries are positions: a result
-// or anything inside a tool or model call would split the call and is
-// refused, naming it. The agent runs again from its beginning under a
-// replay session (package replay, through a Director): every call before the
-// position is served strictly from the recording (no tool or model is
-// touched; those events keep the base's ids, payloads and hashes), and the
-// calls from the position on form the tail, run under the changes.
+//	sweep, err := fork.Each(ctx, base, fork.Failure(), refund.Agent, []fork.Named{
+//		{Name: "stricter", Changes: []fork.Change{fork.Prompt("decide", "…")}},
+//		{Name: "higher-limit", Changes: []fork.Change{fork.Param("policy_limit", 500.0)}},
+//	}, fork.Memoize(), fork.Samples(3), fork.SaveDir("testdata/out"))
 //
-// Changes are plain values with a snake_case wire form, recorded in
-// fork.json: ToolResult and LLMResponse substitute what a tail call returns;
-// Prompt, Model and Temperature patch the requests of matching tail model
-// calls; State patches what replay.Read returns; Decision forces a
-// replay.Decide, Param a replay.Param, HumanResponse answers a
-// replay.Approve; ChangeFunc computes a change from the resolved point. Two
-// changes writing the same thing are refused before anything runs, and a
-// change whose target matched nothing in the tail is reported unused.
+// # Counterfactual execution
 //
-// Tool calls of the tail pass a side-effect guard: under Replay (the
+// A fork point ([At]) resolves to one position of the base run's events:
+// [Step], [Event], [Start], [Failure] (what Run uses when at is nil, on a
+// failed run), [BeforeNode], [AfterNode], [BeforeCall], [BeforeFirstWriteOf],
+// [BeforeDecision], [Where]. [Points] lists every position a run offers. Only
+// boundaries are positions: a result or anything inside a tool or model call
+// would split the call and is refused, naming it. The agent runs again from
+// its beginning under a replay session (package replay, through a
+// [replay.Director]): every call before the position is served strictly
+// from the recording (no tool or model is touched; those events keep the
+// base's ids, payloads and hashes), and the calls from the position on form
+// the tail, run under the changes.
+//
+// Changes ([Change]) are plain values with a snake_case wire form, recorded
+// in fork.json: [ToolResult] and [LLMResponse] substitute what a tail call
+// returns, addressed by a [Target] ([OnStep], [OnEvent], [OnCall]);
+// [Prompt], [Model] and [Temperature] patch the requests of matching tail
+// model calls; [State] patches what [replay.Read] returns; [Decision] and
+// [DecisionOnce] force a [replay.Decide], [Param] a [replay.Param],
+// [HumanResponse] answers a [replay.Approve]; [ChangeFunc] computes a change
+// from the resolved point. Two changes writing the same thing are refused
+// before anything runs, and a change whose target matched nothing in the
+// tail is reported unused.
+//
+// Tool calls of the tail pass a side-effect guard: under [Replay] (the
 // default) a call whose name and canonical input equal a base call not yet
 // consumed is served that call's recorded result; anything else is blocked
-// (the variant ends "blocked", with a SuppressedEffect) unless Allow names
-// the tool; Block blocks every one. Model calls run live through the agent's
-// own client, unless Memoize serves the ones whose request equals an
-// unconsumed base call; served calls are never counted as incurred cost.
+// (the variant ends "blocked", with a [SuppressedEffect]) unless [Allow]
+// names the tool; [Block] blocks every one. Model calls run live through the
+// agent's own client, unless [Memoize] serves the ones whose request equals
+// an unconsumed base call; served calls are never counted as incurred cost.
 // A fork with no changes reproduces its base exactly, at every point.
 //
-// Each runs a sweep of named variants at one point, sharing one index of the
-// base run and running variants concurrently; Estimate predicts a sweep's
-// calls and cost from the base run's tail without running anything.
+// [Each] runs its variants concurrently ([Concurrency]), [Samples] times
+// each, sharing one read-only index of the base run; [Estimate] predicts a
+// sweep's calls and cost from the base run's tail without running anything.
+//
+// Options are sealed per entry point: an [Option] (a change, a policy,
+// Memoize, [Logger], [GroupID]) configures Run and Each alike, a
+// [RunOption] only Run ([SaveTo]: the variant's bundle), an [EachOption]
+// only Each (Samples, Concurrency, [SaveDir]: a directory of bundles), a
+// [TraceOption] only Trace ([Override], SaveTo). An option passed where it
+// means nothing does not compile.
+//
+// # Static forks
+//
+// [Trace] keeps a run through a [Cut]: [ThroughStep](n) keeps every event
+// whose step is at most n (steps are non-decreasing, so this is a prefix: at
+// step 5 of a 10-event run, 6 events), [ThroughEvent](id) the events up to
+// and including that event. A cut keeps its step as recorded; the
+// counterfactual [Step](n) runs it again. The fork gets a new run id,
+// carried by its manifest and every event; event ids, parents and payloads
+// are kept, and hashes and totals are recomputed. If the fork keeps the
+// run's run_end it keeps the manifest's status, failure, cost and duration;
+// otherwise it is an unfinished run (status "running", no failure, cost
+// summed over the kept model responses, no duration). Either way it passes
+// stepfork's strict validation whenever the parent does.
+//
+//	res, err := fork.Trace("failure.sftrace", fork.ThroughStep(5),
+//		fork.Override(fork.OnStep(5), map[string]any{"status": "success", "value": 100}))
+//	if err != nil {
+//		return err // e.g. "invalid overrides: override targets step 5 (tool_call); …"
+//	}
+//	fmt.Println(res.Path) // failure-forked.sftrace
+//
+// An [Override] replaces the output of a tool_result or llm_response event
+// (never an input), addressed with [OnStep] or [OnEvent]; an event-id
+// override beats a step override of the same event, and one override at
+// most is applied per event. An overridden event gets status "ok", so that
+// a frozen replay of the fork serves the new output. Overrides are validated
+// before anything is written; every problem is reported in one error. An
+// override of an event the fork does not keep is refused, naming the event
+// and the cut.
+//
+// Trace reads a bundle path as a stream and stops at the cut, copying the
+// lines it keeps, so a fork costs in proportion to the cut rather than to
+// the trace.
 //
 // # Provenance: fork.json
 //
-// Every fork carries its provenance in the bundle file fork.json, written as
-// an extra file through trace.Trace.Extras so that integrity.json covers it
-// (Python stepfork ignores it; its manifest and events reject unknown keys).
-// ReadInfo reads it back from a loaded trace. Schema version 1:
+// Every fork carries its provenance ([Info]) in the bundle file fork.json,
+// written as an extra file through [trace.Trace].Extras so that
+// integrity.json covers it (Python stepfork ignores it; its manifest and
+// events reject unknown keys). [ReadInfo] reads it back from a loaded trace
+// and [Reproduce] runs a counterfactual fork again from it. Schema version
+// 1:
 //
 //	{
 //	  "schema_version": 1,

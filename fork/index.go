@@ -13,7 +13,7 @@ import (
 // executions, first writes, and suffix sums of the tail's calls and cost. It
 // is built in one pass over the events (plus one backward pass) and never
 // modified afterwards, so a sweep builds it once and shares it, read-only,
-// across its variants (cycgraph hazards H6 and H9).
+// across its variants, read-only, so that concurrent variants share it without locks.
 type index struct {
 	tr   *trace.Trace
 	byID map[string]int32
@@ -51,8 +51,7 @@ type index struct {
 
 	// diff is the base side of diff.Runs (the base's behavior steps,
 	// summary and final state). A sweep sets it before its workers start
-	// (withDiffBase) and every variant diffs against it, read-only (hazard
-	// H9); nil for a single fork, which has nothing to share.
+	// (withDiffBase) and every variant diffs against it, read-only; nil for a single fork, which has nothing to share.
 	diff *diff.Prepared
 }
 

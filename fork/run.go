@@ -348,7 +348,7 @@ func (p *forkPlan) run(ctx context.Context, agent replay.Agent, cfg *config, sav
 }
 
 // account counts what the tail really executed and what it cost: the
-// responses of live model calls only (hazard H5: served calls are free).
+// responses of live model calls only: a served call costs nothing.
 func (v *Variant) account(res *replay.Result) {
 	evs := v.Trace.Events
 	live := map[string]bool{}
@@ -378,7 +378,7 @@ func (v *Variant) account(res *replay.Result) {
 }
 
 // info is the variant's provenance; a base that is a fork passes its own
-// chain on (hazard H3).
+// chain on, so the provenance reaches back to the original recording.
 func (p *forkPlan) info(v *Variant, cfg *config) *Info {
 	base := p.ix.tr
 	kept := &base.Events[p.at.pos-1]

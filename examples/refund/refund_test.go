@@ -200,7 +200,7 @@ func TestRefundNeedsApproval(t *testing.T) {
 	assert.StateEqual(t, v, "outcome", "awaiting_approval")
 	assert.ChangeApplied(t, v)
 	assert.NoSuppressedEffects(t, v)
-	assert.DivergesAt(t, v, "decide")
+	assert.DivergesInNode(t, v, "decide")
 	assert.TokensAtMost(t, v, 1000)
 	sftest.Golden(t, v)
 
