@@ -85,7 +85,7 @@ func (ix *index) subtractCall(ve *VariantEstimate, c int32) {
 			if r.CostUSD != nil {
 				ve.CostUSD -= *r.CostUSD
 			}
-			ve.Tokens -= tokensOf(r)
+			ve.Tokens -= r.Tokens()
 		}
 	}
 }

@@ -205,7 +205,7 @@ func newIndex(tr *trace.Trace) *index {
 			if ev.CostUSD != nil {
 				ix.sufCost[i] += *ev.CostUSD
 			}
-			ix.sufTokens[i] += tokensOf(ev)
+			ix.sufTokens[i] += ev.Tokens()
 		}
 	}
 	return ix
@@ -226,22 +226,6 @@ func isEnter(ev *trace.Event) bool {
 	}
 	ph, _ := ev.After.Get("phase").Str()
 	return ph == trace.PhaseEnter
-}
-
-// tokensOf is a response's total tokens (prompt + completion when the total
-// is missing).
-func tokensOf(ev *trace.Event) int64 {
-	if ev.TotalTokens != nil {
-		return *ev.TotalTokens
-	}
-	var t int64
-	if ev.PromptTokens != nil {
-		t += *ev.PromptTokens
-	}
-	if ev.CompletionTokens != nil {
-		t += *ev.CompletionTokens
-	}
-	return t
 }
 
 // nodeName is the name of the node entered by marker i.

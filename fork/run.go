@@ -372,7 +372,7 @@ func (v *Variant) account(res *replay.Result) {
 			if ev.CostUSD != nil {
 				v.IncurredCost += *ev.CostUSD
 			}
-			v.IncurredTokens += tokensOf(ev)
+			v.IncurredTokens += ev.Tokens()
 		}
 	}
 }

@@ -503,21 +503,15 @@ func forkSource(src *source, cut Cut, cfg *traceConfig, sc *scan, keep bool) (*m
 		prepErr      error
 		prevStep     int
 		hasEnd       bool
-		cost         float64
-		hasCost      bool
+		totals       trace.Totals // of the events written; only its cost is used
 		full         trace.Event
 	)
 	write := func(ev *trace.Event) {
 		index := len(sc.kept) - 1 // scan has noted ev
-		switch ev.Type {
-		case trace.RunEnd:
+		if ev.Type == trace.RunEnd {
 			hasEnd = true
-		case trace.LLMResponse:
-			if ev.CostUSD != nil {
-				cost += *ev.CostUSD
-				hasCost = true
-			}
 		}
+		totals.Add(ev)
 		// The override this event takes when the overrides resolve
 		// without error (resolveOverrides): its id's, or else its step's
 		// if it is the first event of that step.
@@ -586,10 +580,7 @@ func forkSource(src *source, cut Cut, cfg *traceConfig, sc *scan, keep bool) (*m
 	if !hasEnd {
 		m.Status, m.Failure = trace.RunRunning, nil
 		m.Totals.DurationMS = nil
-		m.Totals.CostUSD = nil
-		if hasCost {
-			m.Totals.CostUSD = &cost
-		}
+		m.Totals.CostUSD = totals.CostUSD
 	}
 	m.Totals.Events, m.Totals.LLMCalls, m.Totals.ToolCalls = len(sc.kept), 0, 0
 	keptIDs := make(map[string]bool, len(sc.kept))

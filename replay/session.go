@@ -540,25 +540,10 @@ func (s *session) finish(out any, err error) (*Result, error) {
 		s.tr.Status = trace.RunCompleted
 	}
 	s.tr.Events = s.log.all()
-	var cost float64
-	hasCost := false
-	for i := range s.tr.Events {
-		ev := &s.tr.Events[i]
-		switch ev.Type {
-		case trace.LLMRequest:
-			s.tr.Totals.LLMCalls++
-		case trace.ToolCall:
-			s.tr.Totals.ToolCalls++
-		case trace.LLMResponse:
-			if ev.CostUSD != nil {
-				cost += *ev.CostUSD
-				hasCost = true
-			}
-		}
-	}
-	s.tr.Totals.Events = len(s.tr.Events)
-	if hasCost {
-		s.tr.Totals.CostUSD = &cost
+	t := trace.TotalsOf(s.tr.Events)
+	s.tr.Totals.Events, s.tr.Totals.LLMCalls, s.tr.Totals.ToolCalls = t.Events, t.LLMCalls, t.ToolCalls
+	if t.CostUSD != nil {
+		s.tr.Totals.CostUSD = t.CostUSD
 	}
 	last := s.tr.Events[len(s.tr.Events)-1].Timestamp
 	d := max(last.Sub(s.tr.CreatedAt).Milliseconds(), 0)

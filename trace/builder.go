@@ -240,15 +240,8 @@ func (b *Builder) Trace() (*Trace, error) {
 		return nil, b.err
 	}
 	tr := b.tr.Clone()
-	tr.Totals = Totals{Events: len(tr.Events)}
-	for _, ev := range tr.Events {
-		switch ev.Type {
-		case LLMRequest:
-			tr.Totals.LLMCalls++
-		case ToolCall:
-			tr.Totals.ToolCalls++
-		}
-	}
+	t := TotalsOf(tr.Events)
+	tr.Totals = Totals{Events: t.Events, LLMCalls: t.LLMCalls, ToolCalls: t.ToolCalls}
 	if tr.Status == RunFailed && tr.Failure == nil {
 		return nil, errors.New("trace.Builder: a failed run needs Fail to record its failure")
 	}

@@ -217,17 +217,11 @@ func (tr *Trace) Prepared() (*Trace, error) {
 	if out.Status == "" {
 		out.Status = RunRunning // Python's default for a trace saved without a status
 	}
-	out.Totals.Events = len(out.Events)
-	out.Totals.LLMCalls, out.Totals.ToolCalls = 0, 0
+	t := TotalsOf(out.Events)
+	out.Totals.Events, out.Totals.LLMCalls, out.Totals.ToolCalls = t.Events, t.LLMCalls, t.ToolCalls
 	var entries []RedactionEntry
 	for i := range out.Events {
 		ev := &out.Events[i]
-		switch ev.Type {
-		case LLMRequest:
-			out.Totals.LLMCalls++
-		case ToolCall:
-			out.Totals.ToolCalls++
-		}
 		red, es, err := RedactEvent(*ev)
 		if err != nil {
 			// Name the event by position: its id may hold the credential.

@@ -42,7 +42,7 @@ type BundleWriter struct {
 	bw        *bufio.Writer
 	sum       hash.Hash
 
-	events, llmCalls, toolCalls int
+	totals Totals // the counters of the events written (its cost is not used)
 
 	existing []RedactionEntry // SetRedactions
 	entries  []RedactionEntry // found by WriteEvent
@@ -128,7 +128,7 @@ func (w *BundleWriter) WriteEvent(ev *Event) error {
 	red, entries, err := RedactEvent(*ev)
 	if err != nil {
 		// Name the event by position: its id may hold the credential.
-		return w.fail(storageErr(err, "%s: event #%d (step %d): %v", w.path, w.events+1, ev.Step, err))
+		return w.fail(storageErr(err, "%s: event #%d (step %d): %v", w.path, w.totals.Events+1, ev.Step, err))
 	}
 	for _, f := range []*Value{&red.Input, &red.Output, &red.Before, &red.After, &red.Details} {
 		if f.IsAbsent() && fieldIn(payloadField(f, &red), typeFields[red.Type]) {
@@ -198,18 +198,12 @@ func (w *BundleWriter) writeEncoded(ev *Event, line []byte) error {
 	if err := w.bw.WriteByte('\n'); err != nil {
 		return w.fail(storageErr(err, "%s: writing %s: %v", w.path, EventsFile, err))
 	}
-	w.events++
-	switch ev.Type {
-	case LLMRequest:
-		w.llmCalls++
-	case ToolCall:
-		w.toolCalls++
-	}
+	w.totals.Add(ev)
 	return nil
 }
 
 // Events returns the number of events written so far.
-func (w *BundleWriter) Events() int { return w.events }
+func (w *BundleWriter) Events() int { return w.totals.Events }
 
 func (w *BundleWriter) usable() error {
 	if w.err != nil {
@@ -268,7 +262,7 @@ func (w *BundleWriter) Close() error {
 	if m.Status == "" {
 		m.Status = RunRunning // Python's default for a trace saved without a status
 	}
-	m.Totals.Events, m.Totals.LLMCalls, m.Totals.ToolCalls = w.events, w.llmCalls, w.toolCalls
+	m.Totals.Events, m.Totals.LLMCalls, m.Totals.ToolCalls = w.totals.Events, w.totals.LLMCalls, w.totals.ToolCalls
 	m, mentries, err := RedactManifest(m)
 	if err == nil {
 		err = m.check()

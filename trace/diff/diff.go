@@ -317,21 +317,11 @@ func summarize(tr *trace.Trace, displayPath string, steps int) Summary {
 		case trace.RunEnd:
 			s.RunEnd = ev.RunStatus
 		case trace.LLMResponse:
-			switch {
-			case ev.TotalTokens != nil:
-				s.Tokens += *ev.TotalTokens
-			default:
-				if ev.PromptTokens != nil {
-					s.Tokens += *ev.PromptTokens
-				}
-				if ev.CompletionTokens != nil {
-					s.Tokens += *ev.CompletionTokens
-				}
-			}
-			if ev.CostUSD != nil {
-				s.CostUSD += *ev.CostUSD
-			}
+			s.Tokens += ev.Tokens()
 		}
+	}
+	if c := trace.TotalsOf(tr.Events).CostUSD; c != nil {
+		s.CostUSD = *c
 	}
 	return s
 }
