@@ -1,6 +1,6 @@
 // Command stepfork validates, inspects, forks, diffs and exports the .sftrace
-// bundles of recorded AI-agent runs, and lists the points a run can be forked
-// at.
+// bundles of recorded AI-agent runs, lists the points a run can be forked
+// at, and shows runs, forks, diffs and sweeps as HTML pages (view).
 //
 // A failed run is forked just before things went wrong, and the result is a
 // smaller, valid trace to replay or to change:
@@ -8,6 +8,7 @@
 //	$ stepfork fork testdata/booking-agent.sftrace --at-step 2
 //	$ stepfork validate booking-agent-forked.sftrace --strict
 //	$ stepfork diff base.sftrace variant.sftrace
+//	$ stepfork view base.sftrace variant.sftrace --html diff.html
 //	$ stepfork export testdata/booking-agent.sftrace --go-test --agent example.com/app/agent.Run
 //
 // Every command prints text for people by default and JSON with --json.
@@ -62,7 +63,7 @@ type command struct {
 
 // commands lists the subcommands in the order help shows them.
 func commands() []*command {
-	return []*command{validateCmd, inspectCmd, pointsCmd, forkCmd, diffCmd, minimizeCmd, exportCmd, reportCmd}
+	return []*command{validateCmd, inspectCmd, pointsCmd, forkCmd, diffCmd, minimizeCmd, exportCmd, reportCmd, viewCmd}
 }
 
 func lookup(name string) *command {

@@ -1,0 +1,99 @@
+package view
+
+import (
+	"github.com/stepfork/stepfork/fork"
+	"github.com/stepfork/stepfork/trace"
+)
+
+// This file holds every use of the run diff's API, so that the page follows
+// the diff wherever it lives.
+
+// differ compares variants with one base run.
+type differ struct{ db *trace.DiffBase }
+
+func newDiffer(base *trace.Trace, basePath string) *differ {
+	return &differ{trace.PrepareDiff(base, trace.DisplayPaths(basePath, ""))}
+}
+
+// diffSection builds the aligned view of base and variant.
+func (d *differ) section(variant *trace.Trace) *diffSection {
+	return fromRunDiff(d.db.Diff(variant))
+}
+
+// diffTwo compares two runs.
+func diffTwo(base, variant *trace.Trace) *diffSection {
+	return fromRunDiff(trace.Diff(base, variant))
+}
+
+// variantDiff is the diff a fork computed against its base (nil when the
+// base is not known).
+func variantDiff(v *fork.Variant) *diffSection {
+	switch {
+	case v.Diff != nil:
+		return fromRunDiff(v.Diff)
+	case v.Base != nil:
+		return diffTwo(v.Base, v.Trace)
+	}
+	return nil
+}
+
+// fromRunDiff turns the diff's result into the page's model.
+func fromRunDiff(rd *trace.RunDiff) *diffSection {
+	s := &diffSection{
+		Equivalent: rd.Equivalent(),
+		Added:      rd.Added, Removed: rd.Removed, Changed: rd.Changed, Unchanged: rd.Unchanged,
+		Base:        summaryOf(&rd.Base),
+		Variant:     summaryOf(&rd.Variant),
+		TokensDelta: rd.TokensDelta,
+		CostDelta:   rd.CostDelta,
+		DivIndex:    -1,
+		Alignment:   "longest common subsequence",
+	}
+	if rd.Positional {
+		s.Alignment = "position (stepfork's)"
+	}
+	if dv := rd.Divergence; dv != nil {
+		s.DivIndex = dv.Index
+	}
+	s.Steps = make([]*diffStep, len(rd.Steps))
+	for i := range rd.Steps {
+		sd := &rd.Steps[i]
+		st := &diffStep{I: sd.Index, Kind: string(sd.Kind), Type: string(sd.Type), Label: sd.Label,
+			B: sideOf(sd.Base), V: sideOf(sd.Variant), Div: sd.Index == s.DivIndex}
+		for _, c := range sd.Changes {
+			st.Changes = append(st.Changes, changeOf(c.Path, string(c.Kind), c.Expected, c.Actual))
+		}
+		if sd.Base != nil {
+			st.BasePayload = sd.Base.Payload
+		}
+		if sd.Variant != nil {
+			st.VariantPayload = sd.Variant.Payload
+		}
+		s.Steps[i] = st
+	}
+	if s.DivIndex >= 0 && s.DivIndex < len(s.Steps) {
+		s.Div = s.Steps[s.DivIndex]
+	}
+	for _, sd := range rd.State {
+		s.State = append(s.State, changeOf(sd.Key, string(sd.Change), sd.Before, sd.After))
+	}
+	return s
+}
+
+func summaryOf(r *trace.RunSummary) runSummary {
+	return runSummary{Path: r.Path, Agent: r.AgentName, RunID: r.RunID, Status: string(r.Terminal()),
+		Events: r.Events, Steps: r.Steps, Tokens: r.Tokens, Cost: r.CostUSD}
+}
+
+func sideOf(b *trace.BehaviorStep) *diffSide {
+	if b == nil {
+		return nil
+	}
+	sd := &diffSide{Index: b.Index, Type: string(b.Type), Label: b.Label, EventID: b.EventID, Step: b.Step, ResultID: b.ResultID}
+	if st, ok := b.Payload.Get("status").Str(); ok {
+		sd.Status = st
+	} else if st, ok := b.Payload.Get("run_status").Str(); ok {
+		sd.Status = st
+	}
+	return sd
+}

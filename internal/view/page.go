@@ -1,0 +1,300 @@
+package view
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/stepfork/stepfork/trace"
+)
+
+// Page is one self-contained HTML page: a run, a fork, two runs compared,
+// or a sweep of variants. Build it with RunPage, DiffPage, VariantPage or
+// SweepPage, and write it with Render or WriteFile.
+type Page struct {
+	Kind  string // run, fork, diff, sweep
+	Title string
+
+	Runs  []*runSection // the run (run, fork), or none
+	Fork  *forkSection  // the fork's provenance (fork; diff of a fork)
+	Diff  *diffSection  // diff, and a fork page whose base is known
+	Sweep *sweepSection
+
+	// Embedded are the pages a sweep's rows open, when they are in this
+	// page (a written file) rather than behind links (the server).
+	Embedded []*embedded
+}
+
+type embedded struct {
+	ID   string
+	Name string
+	Diff *diffSection
+	Fork *forkSection
+}
+
+// runSummary is the header of a run.
+type runSummary struct {
+	Path   string  `json:"path"`
+	Agent  string  `json:"agent"`
+	RunID  string  `json:"run"`
+	Status string  `json:"status"`
+	Events int     `json:"events"`
+	Steps  int     `json:"steps"`
+	Tokens int64   `json:"tokens"`
+	Cost   float64 `json:"cost"`
+}
+
+// runSection is one run's header and timeline.
+type runSection struct {
+	Label     string // "run", "variant"
+	Path      string
+	Agent     string
+	RunID     string
+	Status    string
+	Created   string
+	Events    int
+	ToolCalls int
+	LLMCalls  int
+	Tokens    int64
+	Cost      float64
+	DurMS     *int64
+	Failure   string
+	Timeline  *timeline
+	// Static says the timeline is small enough to be in the markup for
+	// readers without JavaScript; a larger one is only summarized there.
+	Static bool
+	// ForkStep is the step of the last event served from the recording in a
+	// fork (-1 for a run that is not a fork).
+	ForkStep int
+}
+
+// maxStaticRows is the most timeline rows or diff steps written as markup;
+// beyond it the markup holds a summary and the script renders the rows
+// that are on screen from the embedded data.
+const maxStaticRows = 1500
+
+func newRunSection(tr *trace.Trace, label string) *runSection {
+	rs := &runSection{Label: label, Path: tr.Path, Agent: tr.AgentName, RunID: tr.RunID, Status: string(tr.Status),
+		Events: len(tr.Events), DurMS: tr.Totals.DurationMS, ForkStep: -1}
+	if !tr.CreatedAt.IsZero() {
+		rs.Created = tr.CreatedAt.UTC().Format(time.RFC3339)
+	}
+	if tr.Failure != nil {
+		rs.Failure = fmt.Sprintf("%s: %s (step %d)", tr.Failure.Type, tr.Failure.Message, tr.Failure.Step)
+	}
+	for i := range tr.Events {
+		ev := &tr.Events[i]
+		switch ev.Type {
+		case trace.ToolCall:
+			rs.ToolCalls++
+		case trace.LLMRequest:
+			rs.LLMCalls++
+		case trace.LLMResponse:
+			rs.Tokens += tokensOf(ev)
+			if ev.CostUSD != nil {
+				rs.Cost += *ev.CostUSD
+			}
+		}
+	}
+	rs.Timeline = buildTimeline(tr)
+	rs.Static = len(rs.Timeline.Rows) <= maxStaticRows
+	return rs
+}
+
+// RunPage is the page of one recorded run; when the run is a fork (it has
+// a fork.json), the page also shows where it was forked and what changed.
+func RunPage(tr *trace.Trace) *Page {
+	p := &Page{Kind: "run", Title: "run " + tr.AgentName + " · " + tr.RunID}
+	rs := newRunSection(tr, "run")
+	p.Runs = []*runSection{rs}
+	if fs := forkFromBundle(tr, nil); fs != nil {
+		p.Kind, p.Fork = "fork", fs
+		p.Title = "fork " + tr.AgentName + " · " + tr.RunID
+		rs.Label = "fork"
+		rs.ForkStep = fs.ForkPointStep
+		markSides(rs.Timeline, fs.ForkPointStep)
+		markOverrides(rs.Timeline, fs)
+	}
+	return p
+}
+
+// DiffPage is the page comparing two runs: both aligned step by step as the
+// run diff aligns them, the first divergence, changed fields side by side,
+// state, status, token and cost deltas. When the variant is a fork (of
+// base), its provenance is shown too.
+func DiffPage(base, variant *trace.Trace) *Page {
+	p := &Page{Kind: "diff", Title: "diff " + base.AgentName + " · " + base.RunID + " → " + variant.RunID}
+	p.Diff = diffTwo(base, variant)
+	p.Fork = forkFromBundle(variant, base)
+	return p
+}
+
+// Render writes the page as one self-contained HTML document.
+func (p *Page) Render(w io.Writer) error {
+	redactAll(p)
+	p.derive()
+	data, payloads, err := p.data()
+	if err != nil {
+		return err
+	}
+	return pageTemplate.Execute(w, &pageData{Page: p, Data: template.JS(data), Payloads: template.JS(payloads), CSS: css, JS: js})
+}
+
+// derive computes what the page shows from values, once they are
+// redacted: previews and the windows of changed values.
+func (p *Page) derive() {
+	for _, rs := range p.Runs {
+		for _, it := range rs.Timeline.Rows {
+			it.Preview = preview(it.PreviewV)
+		}
+	}
+	diffs := []*diffSection{p.Diff}
+	for _, e := range p.Embedded {
+		diffs = append(diffs, e.Diff)
+	}
+	for _, d := range diffs {
+		if d == nil {
+			continue
+		}
+		for _, st := range d.Steps {
+			for i := range st.Changes {
+				st.Changes[i].window()
+			}
+		}
+		for i := range d.State {
+			d.State[i].window()
+		}
+	}
+}
+
+// WriteFile renders the page to path atomically: into a temporary file in
+// the same directory, renamed over path once complete.
+func WriteFile(path string, p *Page) error {
+	var buf bytes.Buffer
+	if err := p.Render(&buf); err != nil {
+		return err
+	}
+	return writeAtomic(path, buf.Bytes())
+}
+
+func writeAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("view: cannot write %s: %w", path, err)
+	}
+	tmp := f.Name()
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp, 0o644)
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("view: cannot write %s: %w", path, err)
+	}
+	return nil
+}
+
+// data is what the page's script reads: the rows of every timeline and the
+// steps of the diff (without payloads), and separately the payloads, which
+// are parsed only when something is selected.
+func (p *Page) data() (data, payloads []byte, err error) {
+	type runData struct {
+		Rows     []*item `json:"rows"`
+		ForkStep int     `json:"forkStep"`
+	}
+	type diffData struct {
+		Steps    []*diffStep `json:"steps"`
+		DivIndex int         `json:"div"`
+	}
+	var d struct {
+		Kind     string    `json:"kind"`
+		Runs     []runData `json:"runs"`
+		Diff     *diffData `json:"diff,omitempty"`
+		Embedded []string  `json:"embedded,omitempty"`
+	}
+	var pl struct {
+		Runs [][][2]trace.Value `json:"runs"`
+		Diff [][2]trace.Value   `json:"diff,omitempty"`
+	}
+	d.Kind = p.Kind
+	d.Runs = []runData{}
+	pl.Runs = [][][2]trace.Value{}
+	for _, rs := range p.Runs {
+		d.Runs = append(d.Runs, runData{Rows: rs.Timeline.Rows, ForkStep: rs.ForkStep})
+		rp := make([][2]trace.Value, len(rs.Timeline.Rows))
+		for i, it := range rs.Timeline.Rows {
+			rp[i] = [2]trace.Value{it.Input, it.Output}
+		}
+		pl.Runs = append(pl.Runs, rp)
+	}
+	if p.Diff != nil {
+		d.Diff = &diffData{Steps: p.Diff.Steps, DivIndex: p.Diff.DivIndex}
+		pl.Diff = make([][2]trace.Value, len(p.Diff.Steps))
+		for i, st := range p.Diff.Steps {
+			pl.Diff[i] = [2]trace.Value{st.BasePayload, st.VariantPayload}
+		}
+	}
+	// encoding/json escapes <, > and & in strings, so the data cannot end the
+	// script element it is embedded in.
+	if data, err = json.Marshal(&d); err != nil {
+		return nil, nil, fmt.Errorf("view: %w", err)
+	}
+	if payloads, err = json.Marshal(&pl); err != nil {
+		return nil, nil, fmt.Errorf("view: %w", err)
+	}
+	return data, payloads, nil
+}
+
+// diffSection is the comparison of two runs.
+type diffSection struct {
+	Base, Variant                      runSummary
+	Alignment                          string
+	Equivalent                         bool
+	Added, Removed, Changed, Unchanged int
+	DivIndex                           int // -1 when equivalent
+	Div                                *diffStep
+	Steps                              []*diffStep
+	State                              []change
+	TokensDelta                        int64
+	CostDelta                          float64
+}
+
+// diffStep is one entry of the alignment.
+type diffStep struct {
+	I       int       `json:"i"`
+	Kind    string    `json:"k"` // added, removed, changed, unchanged
+	Type    string    `json:"t"`
+	Label   string    `json:"n"`
+	B       *diffSide `json:"b"`
+	V       *diffSide `json:"v"`
+	Div     bool      `json:"div,omitempty"`
+	Changes []change  `json:"ch,omitempty"`
+
+	BasePayload, VariantPayload trace.Value `json:"-"`
+}
+
+// diffSide is one run's step of an entry.
+type diffSide struct {
+	Index    int    `json:"i"`
+	Type     string `json:"t"`
+	Label    string `json:"n"`
+	EventID  string `json:"id"`
+	Step     int    `json:"st"`
+	ResultID string `json:"rid,omitempty"`
+	Status   string `json:"s,omitempty"`
+}

@@ -1,0 +1,243 @@
+package view
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/stepfork/stepfork/trace"
+)
+
+// Site is what `stepfork view` shows for the paths it was given: one bundle
+// (a run, or a fork), two bundles (a base and a variant), a directory a
+// sweep was saved to, or a base bundle and such a directory.
+type Site struct {
+	kind     string // run, diff, sweep
+	base     *trace.Trace
+	variant  *trace.Trace
+	variants []SweepVariant
+	byName   map[string]*SweepVariant
+}
+
+// Open reads the bundles named by paths for a Site. A path is a bundle when
+// it holds manifest.json, else a directory of bundles (a saved sweep).
+func Open(paths ...string) (*Site, error) {
+	isBundle := func(p string) bool {
+		_, err := os.Stat(filepath.Join(p, trace.ManifestFile))
+		return err == nil
+	}
+	load := func(p string) (*trace.Trace, error) {
+		tr, err := trace.Load(p)
+		if err != nil {
+			return nil, err
+		}
+		return tr, nil
+	}
+	s := &Site{}
+	switch {
+	case len(paths) == 1 && isBundle(paths[0]):
+		tr, err := load(paths[0])
+		if err != nil {
+			return nil, err
+		}
+		s.kind, s.variant = "run", tr
+	case len(paths) == 1:
+		vs, err := LoadDir(paths[0])
+		if err != nil {
+			return nil, err
+		}
+		s.kind, s.variants = "sweep", vs
+	case len(paths) == 2:
+		base, err := load(paths[0])
+		if err != nil {
+			return nil, err
+		}
+		s.base = base
+		if isBundle(paths[1]) || !isDir(paths[1]) {
+			v, err := load(paths[1])
+			if err != nil {
+				return nil, err
+			}
+			s.kind, s.variant = "diff", v
+			break
+		}
+		vs, err := LoadDir(paths[1])
+		if err != nil {
+			return nil, err
+		}
+		s.kind, s.variants = "sweep", vs
+	default:
+		return nil, fmt.Errorf("view: want one or two paths (a bundle, a base and a variant, or a sweep directory with or without its base), got %d", len(paths))
+	}
+	s.byName = map[string]*SweepVariant{}
+	for i := range s.variants {
+		s.byName[s.variants[i].Name] = &s.variants[i]
+	}
+	return s, nil
+}
+
+func isDir(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
+}
+
+// Describe says in a few words what the site shows.
+func (s *Site) Describe() string {
+	switch s.kind {
+	case "run":
+		if _, ok := s.variant.Extras["fork.json"]; ok {
+			return "the fork " + s.variant.RunID
+		}
+		return "the run " + s.variant.RunID
+	case "diff":
+		return "the diff of " + s.base.RunID + " and " + s.variant.RunID
+	}
+	return fmt.Sprintf("a sweep of %d variant(s)", len(s.variants))
+}
+
+// Page is the site's main page. In a written file (links false) a sweep's
+// rows open diffs within the page; served, they link to the site's pages.
+func (s *Site) Page(links bool) *Page {
+	switch s.kind {
+	case "run":
+		return RunPage(s.variant)
+	case "diff":
+		return DiffPage(s.base, s.variant)
+	}
+	var link func(string) string
+	if links {
+		link = func(name string) string {
+			if s.base != nil {
+				return "/diff/" + url.PathEscape(name)
+			}
+			return "/run/" + url.PathEscape(name)
+		}
+	}
+	return SweepPage(s.base, s.variants, link)
+}
+
+// Handler serves the site: / is the main page, /run/NAME the run of a
+// variant of a sweep (or /run/base and /run/variant of a diff), /diff/NAME
+// a variant's diff against the base. Nothing else is served: every page is
+// rendered from the bundles Open read, never from a path in the request,
+// so there is no file to reach by traversal and no listing. Requests with
+// another Host than the loopback address are refused (DNS rebinding).
+func (s *Site) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Cache-Control", "no-store")
+		h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:")
+		if !loopbackHost(r.Host) {
+			http.Error(w, "stepfork view answers on the loopback address only", http.StatusForbidden)
+			return
+		}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			h.Set("Allow", "GET, HEAD")
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		raw := r.URL.EscapedPath()
+		if strings.Contains(raw, "..") || strings.Contains(raw, "\\") || strings.Contains(strings.ToLower(raw), "%2f") || strings.Contains(strings.ToLower(raw), "%5c") {
+			http.Error(w, "bad path", http.StatusBadRequest)
+			return
+		}
+		p, status := s.route(r.URL.Path)
+		if p == nil {
+			http.Error(w, http.StatusText(status), status)
+			return
+		}
+		var buf bytes.Buffer
+		if err := p.Render(&buf); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		h.Set("Content-Type", "text/html; charset=utf-8")
+		h.Set("Content-Length", fmt.Sprint(buf.Len()))
+		if r.Method == http.MethodHead {
+			return
+		}
+		w.Write(buf.Bytes())
+	})
+}
+
+// route finds the page a path names.
+func (s *Site) route(path string) (*Page, int) {
+	if path == "/" || path == "/index.html" {
+		return s.Page(true), http.StatusOK
+	}
+	kind, name, ok := strings.Cut(strings.TrimPrefix(path, "/"), "/")
+	if !ok || name == "" || strings.Contains(name, "/") {
+		return nil, http.StatusNotFound
+	}
+	switch {
+	case kind == "run" && s.kind == "diff" && name == "base":
+		return RunPage(s.base), http.StatusOK
+	case kind == "run" && s.kind == "diff" && name == "variant":
+		return RunPage(s.variant), http.StatusOK
+	case kind == "run" && s.kind == "sweep" && s.base != nil && name == "base":
+		return RunPage(s.base), http.StatusOK
+	}
+	sv := s.byName[name]
+	if sv == nil || sv.Trace == nil {
+		return nil, http.StatusNotFound
+	}
+	switch {
+	case kind == "run":
+		return RunPage(sv.Trace), http.StatusOK
+	case kind == "diff" && s.base != nil:
+		return DiffPage(s.base, sv.Trace), http.StatusOK
+	}
+	return nil, http.StatusNotFound
+}
+
+// loopbackHost reports whether a request's Host names the loopback
+// address.
+func loopbackHost(host string) bool {
+	h, _, err := net.SplitHostPort(host)
+	if err != nil {
+		h = host
+	}
+	h = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Serve serves the site on 127.0.0.1 at a free port until ctx is done.
+// ready is called with the page's URL once the server listens.
+func (s *Site) Serve(ctx context.Context, ready func(url string)) error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("view: cannot listen on the loopback address: %w", err)
+	}
+	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	if ready != nil {
+		ready("http://" + ln.Addr().String() + "/")
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err = srv.Shutdown(sctx)
+	if serr := <-done; !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = serr
+	}
+	return err
+}

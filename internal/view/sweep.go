@@ -1,0 +1,255 @@
+package view
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/stepfork/stepfork/fork"
+	"github.com/stepfork/stepfork/trace"
+)
+
+// SweepVariant is one variant of a sweep: its name and run, either as it ran
+// (Variant) or as saved in a directory (Trace, with its fork.json).
+type SweepVariant struct {
+	Name    string
+	Path    string
+	Trace   *trace.Trace
+	Variant *fork.Variant
+	Err     error // the variant did not run, or its bundle could not be read
+}
+
+// LoadDir reads the variants of a sweep saved with fork.SaveTo: every
+// NAME.sftrace bundle directly in dir, in name order. A bundle that cannot
+// be read is a variant with Err set; a directory without bundles is an
+// error.
+func LoadDir(dir string) ([]SweepVariant, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("view: cannot read the sweep directory: %w", err)
+	}
+	var out []SweepVariant
+	for _, e := range ents {
+		name, ok := strings.CutSuffix(e.Name(), ".sftrace")
+		if !ok || !e.IsDir() || name == "" {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		tr, err := trace.Load(p)
+		out = append(out, SweepVariant{Name: name, Path: p, Trace: tr, Err: err})
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("view: %s holds no .sftrace bundle; give a bundle, two bundles, or the directory a sweep was saved to with fork.SaveTo", dir)
+	}
+	return out, nil
+}
+
+// FromSweep lists the variants of a sweep as it ran (the first sample of
+// each).
+func FromSweep(sw *fork.Sweep) []SweepVariant {
+	var out []SweepVariant
+	for _, e := range sw.Entries {
+		sv := SweepVariant{Name: e.Name, Variant: e.Variant, Err: e.Err}
+		if e.Variant != nil {
+			sv.Trace, sv.Path = e.Variant.Trace, e.Variant.Path
+		}
+		out = append(out, sv)
+	}
+	return out
+}
+
+// sweepSection is the table of a sweep's variants and its chart.
+type sweepSection struct {
+	Base     *runSummary
+	At       string
+	GroupID  string
+	Rows     []sweepRow
+	Total    float64
+	Chart    chart
+	Embedded bool // rows open diffs within the page
+}
+
+type sweepRow struct {
+	Name     string
+	Status   string
+	Diverged string // "no", "yes", or "" when the base is not known
+	Where    string
+	DivIndex int
+	Cost     float64
+	Tokens   int64
+	Link     string
+	Err      string
+	Path     string
+}
+
+// SweepPage is the page of a sweep: one row per variant (status, whether
+// and where it diverged from base, incurred cost and tokens), sortable, each
+// opening its diff, and a chart of cost against outcome. base may be nil
+// (a saved sweep opened without its base): the rows then say nothing of
+// divergence. link gives the address a row opens; nil puts every variant's
+// diff in the page itself.
+func SweepPage(base *trace.Trace, variants []SweepVariant, link func(name string) string) *Page {
+	p := &Page{Kind: "sweep", Title: fmt.Sprintf("sweep · %d variant(s)", len(variants))}
+	s := &sweepSection{Embedded: link == nil}
+	var d *differ
+	if base != nil {
+		d = newDiffer(base, base.Path)
+		b := summaryOfTrace(base)
+		s.Base = &b
+		p.Title = "sweep of " + base.AgentName + " · " + base.RunID
+	}
+	for i, sv := range variants {
+		row := sweepRow{Name: sv.Name, Path: sv.Path, DivIndex: -1}
+		if sv.Err != nil {
+			row.Status, row.Err = "error", sv.Err.Error()
+		}
+		var fs *forkSection
+		var ds *diffSection
+		switch {
+		case sv.Variant != nil:
+			fs = forkFromVariant(sv.Variant)
+			row.Status = string(sv.Variant.Status)
+			ds = variantDiff(sv.Variant)
+		case sv.Trace != nil:
+			fs = forkFromBundle(sv.Trace, base)
+			row.Status = string(sv.Trace.Status)
+			if fs != nil && fs.Status != "" {
+				row.Status = fs.Status
+			}
+			if d != nil {
+				ds = d.section(sv.Trace)
+			}
+		}
+		if fs != nil {
+			row.Cost, row.Tokens = fs.IncurredCost, fs.IncurredTokens
+			if s.At == "" {
+				s.At, s.GroupID = fs.ForkPoint, fs.GroupID
+			}
+		}
+		if ds != nil {
+			row.Diverged = "no"
+			if !ds.Equivalent && ds.Div != nil {
+				row.Diverged, row.DivIndex, row.Where = "yes", ds.DivIndex, describeStep(ds.Div)
+			}
+		}
+		s.Total += row.Cost
+		id := fmt.Sprintf("variant-%d", i+1)
+		switch {
+		case link != nil && sv.Trace != nil:
+			row.Link = link(sv.Name)
+		case link == nil && (ds != nil || fs != nil):
+			row.Link = "#" + id
+			p.Embedded = append(p.Embedded, &embedded{ID: id, Name: sv.Name, Diff: ds, Fork: fs})
+		}
+		s.Rows = append(s.Rows, row)
+	}
+	s.Chart = newChart(s.Rows)
+	p.Sweep = s
+	return p
+}
+
+func summaryOfTrace(tr *trace.Trace) runSummary {
+	rs := runSummary{Path: tr.Path, Agent: tr.AgentName, RunID: tr.RunID, Status: string(tr.Status), Events: len(tr.Events)}
+	for i := range tr.Events {
+		if ev := &tr.Events[i]; ev.Type == trace.LLMResponse {
+			rs.Tokens += tokensOf(ev)
+			if ev.CostUSD != nil {
+				rs.Cost += *ev.CostUSD
+			}
+		}
+	}
+	return rs
+}
+
+// describeStep names a step of the alignment: "#3 tool book_flight (changed),
+// base step 10, variant step 10".
+func describeStep(st *diffStep) string {
+	s := fmt.Sprintf("#%d %s %s (%s)", st.I, st.Type, st.Label, st.Kind)
+	if st.B != nil {
+		s += fmt.Sprintf(", base step %d", st.B.Step)
+	}
+	if st.V != nil {
+		s += fmt.Sprintf(", variant step %d", st.V.Step)
+	}
+	return s
+}
+
+// chart is a scatter plot of incurred cost (x) against outcome (y, one
+// band per status), drawn as inline SVG.
+type chart struct {
+	W, H, Left, Bottom int
+	Bands              []chartBand
+	Ticks              []chartTick
+	Points             []chartPoint
+}
+
+type chartBand struct {
+	Y     int
+	Label string
+}
+
+type chartTick struct {
+	X     int
+	Label string
+}
+
+type chartPoint struct {
+	X, Y     int
+	Name     string
+	Status   string
+	Cost     float64
+	Diverged string
+	Link     string
+}
+
+var outcomeOrder = []string{"completed", "failed", "blocked", "canceled", "running", "error"}
+
+func newChart(rows []sweepRow) chart {
+	c := chart{W: 640, H: 0, Left: 110, Bottom: 30}
+	var statuses []string
+	maxCost := 0.0
+	for _, r := range rows {
+		if !slices.Contains(statuses, r.Status) {
+			statuses = append(statuses, r.Status)
+		}
+		maxCost = max(maxCost, r.Cost)
+	}
+	slices.SortStableFunc(statuses, func(a, b string) int { return rank(a) - rank(b) })
+	const band = 44
+	c.H = len(statuses)*band + c.Bottom + 10
+	for i, st := range statuses {
+		c.Bands = append(c.Bands, chartBand{Y: 10 + i*band + band/2, Label: st})
+	}
+	if maxCost == 0 {
+		maxCost = 1e-4
+	}
+	span := float64(c.W - c.Left - 30)
+	for i := range 5 {
+		v := maxCost * float64(i) / 4
+		c.Ticks = append(c.Ticks, chartTick{X: c.Left + int(span*float64(i)/4), Label: fmt.Sprintf("$%.4f", v)})
+	}
+	seen := map[[2]int]int{}
+	for _, r := range rows {
+		y := 0
+		for _, b := range c.Bands {
+			if b.Label == r.Status {
+				y = b.Y
+			}
+		}
+		x := c.Left + int(span*r.Cost/maxCost)
+		k := [2]int{x / 6, y}
+		y += (seen[k] % 3) * 8 // points at the same place are spread a little
+		seen[k]++
+		c.Points = append(c.Points, chartPoint{X: x, Y: y, Name: r.Name, Status: r.Status, Cost: r.Cost, Diverged: r.Diverged, Link: r.Link})
+	}
+	return c
+}
+
+func rank(status string) int {
+	if i := slices.Index(outcomeOrder, status); i >= 0 {
+		return i
+	}
+	return len(outcomeOrder)
+}

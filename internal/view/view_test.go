@@ -1,0 +1,279 @@
+package view
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stepfork/stepfork/fork"
+	"github.com/stepfork/stepfork/internal/view/viewtest"
+	"github.com/stepfork/stepfork/trace"
+)
+
+func load(t testing.TB, name string) *trace.Trace {
+	t.Helper()
+	tr, err := trace.Load(filepath.Join("../../testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+func render(t testing.TB, p *Page) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := p.Render(&b); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// bookingFork is the README's fork: the failed payment overridden.
+func bookingFork(t testing.TB) (*trace.Trace, *trace.Trace) {
+	t.Helper()
+	base := load(t, "booking-agent.sftrace")
+	res, err := fork.Trace("../../testdata/booking-agent.sftrace", fork.AtStep(11), fork.Options{
+		Overrides:  []fork.Override{fork.OverrideStep(11, map[string]any{"booking_ref": "PNR-6E1158", "status": "confirmed"})},
+		OutputPath: filepath.Join(t.TempDir(), "booking-fixed.sftrace"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := trace.Load(res.ForkedTracePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return base, v
+}
+
+func TestRunPageShowsNodesCallsAndStatus(t *testing.T) {
+	t.Parallel()
+	page := render(t, RunPage(load(t, "research.sftrace")))
+	for _, want := range []string{
+		`<details class="node s-ok" id="row-3" open>`, // the node "research" as a block
+		`<span class="n">research</span>`,
+		`<span class="tag">tool</span> <span class="n">search</span>`,
+		`<span class="tag">model</span> <span class="n">fake/fake-1</span>`,
+		`120 tok · $0.0020`,
+		`<span class="tag">decision</span> <span class="n">route</span>`,
+		`steps 4, 5`,
+		`<script type="application/json" id="sf-data">`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the run page lacks %s", want)
+		}
+	}
+	// Calls recorded in a node are inside its block.
+	tl := buildTimeline(load(t, "research.sftrace"))
+	var research *item
+	for _, it := range tl.Top {
+		if it.Kind == "node" && it.Name == "research" {
+			research = it
+		}
+	}
+	if research == nil || len(research.Kids) != 2 || research.Kids[0].Name != "search" || research.Kids[1].Steps[1] != 7 {
+		t.Errorf("the node research does not hold its two search calls: %+v", research)
+	}
+}
+
+func TestFailedCallsAreMarked(t *testing.T) {
+	t.Parallel()
+	page := render(t, RunPage(load(t, "booking-agent.sftrace")))
+	for _, want := range []string{
+		`class="call k-tool s-error failed"`,
+		`PaymentDeclined: card ending 4242 was declined`,
+		`failed: PaymentDeclined`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the run page lacks %s", want)
+		}
+	}
+}
+
+func TestConcurrentCallsAreOneGroup(t *testing.T) {
+	t.Parallel()
+	b := trace.NewBuilder("par")
+	b.RunStart(nil)
+	a := b.ToolCall("fetch", map[string]any{"u": 1})
+	c := b.ToolCall("fetch", map[string]any{"u": 2})
+	b.ToolResult(c, 2)
+	b.ToolResult(a, 1)
+	b.Tool("after", nil, 3)
+	b.RunEnd(trace.RunCompleted, nil)
+	tl := buildTimeline(b.MustTrace())
+	var kinds []string
+	for _, it := range tl.Top {
+		kinds = append(kinds, it.Kind)
+	}
+	if got := strings.Join(kinds, ","); got != "start,group,tool,run" {
+		t.Fatalf("top-level items %s, want start,group,tool,run", got)
+	}
+	g := tl.Top[1]
+	if len(g.Members) != 2 || g.Members[0].Input.Canonical() != `{"u":1}` || g.Members[1].Output.Canonical() != "2" {
+		t.Errorf("group members %+v", g.Members)
+	}
+	if g.Members[0].Group != 1 || g.Members[0].Lane != 1 || g.Members[1].Lane != 2 {
+		t.Errorf("members not numbered: %+v %+v", g.Members[0], g.Members[1])
+	}
+}
+
+func TestDiffPageMarksTheDivergenceTheDiffNames(t *testing.T) {
+	t.Parallel()
+	base, v := bookingFork(t)
+	p := DiffPage(base, v)
+	rd := trace.Diff(base, v)
+	if rd.Divergence == nil {
+		t.Fatal("the fork does not diverge")
+	}
+	page := render(t, p)
+	want := `<tr id="d-` + itoa(rd.Divergence.Index) + `" class="k-changed div">`
+	if !strings.Contains(page, want) {
+		t.Errorf("the divergence row %s is not marked", want)
+	}
+	if n := strings.Count(page, `class="badge bad">first divergence</span>`); n != 1 {
+		t.Errorf("%d rows are marked as the first divergence, want 1", n)
+	}
+	for _, s := range []string{`<code>output.booking_ref</code>`, `<mark>&#34;PNR-6E1158&#34;</mark>`, `static`, `step 11`, `3 removed`} {
+		if !strings.Contains(page, s) {
+			t.Errorf("the diff page lacks %s", s)
+		}
+	}
+}
+
+func TestWindowHighlightsWhereLongStringsDiffer(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("the quick brown fox ", 200)
+	a := trace.StringValue(long + "jumps over the lazy dog" + long)
+	b := trace.StringValue(long + "leaps over the lazy cat" + long)
+	c := changeOf("output.text", "changed", a, b)
+	if c.Exp.Mid != "jumps over the lazy dog" || c.Act.Mid != "leaps over the lazy cat" {
+		t.Errorf("mid %q / %q", c.Exp.Mid, c.Act.Mid)
+	}
+	if !c.Exp.CutPre || !c.Exp.CutPost || len([]rune(c.Exp.Pre)) != windowContext {
+		t.Errorf("context not cut to the window: pre %d chars, cut %v %v", len([]rune(c.Exp.Pre)), c.Exp.CutPre, c.Exp.CutPost)
+	}
+	// Short values are shown whole; multi-byte characters are never split.
+	c = changeOf("x", "changed", trace.StringValue("añb"), trace.StringValue("aéb"))
+	if c.Exp.Pre != "a" || c.Exp.Mid != "ñ" || c.Act.Mid != "é" || c.Exp.Post != "b" {
+		t.Errorf("short window %+v / %+v", c.Exp, c.Act)
+	}
+	c = changeOf("x", "added", trace.Value{}, trace.MustParse(`{"a":1}`))
+	if !c.Exp.Absent || c.Act.Mid != `{"a":1}` {
+		t.Errorf("added %+v", c)
+	}
+}
+
+func TestEverythingShownIsRedacted(t *testing.T) {
+	t.Parallel()
+	const secret = "sk-proj-abcdefghijklmnopqrstuvwxyz012345"
+	b := trace.NewBuilder("leaky")
+	b.RunStart(map[string]any{"password": "hunter2hunter2"})
+	call := b.ToolCall("fetch "+secret, map[string]any{"auth": "Bearer " + secret})
+	b.ToolFailure(call, "AuthError", "rejected key "+secret)
+	b.State("note", nil, "token "+secret)
+	b.Fail("AuthError", "rejected key "+secret)
+	tr := b.MustTrace()
+	base := trace.NewBuilder("leaky")
+	base.RunStart(nil)
+	base.RunEnd(trace.RunCompleted, nil)
+	for name, p := range map[string]*Page{
+		"run":   RunPage(tr),
+		"diff":  DiffPage(base.MustTrace(), tr),
+		"sweep": SweepPage(base.MustTrace(), []SweepVariant{{Name: "v " + secret, Trace: tr}}, nil),
+	} {
+		page := render(t, p)
+		for _, leak := range []string{secret, "hunter2hunter2", "VIEWTEST"} {
+			if strings.Contains(page, leak) {
+				t.Errorf("the %s page shows %q", name, leak)
+			}
+		}
+		if !strings.Contains(page, trace.Redacted) {
+			t.Errorf("the %s page shows nothing redacted", name)
+		}
+	}
+	large := render(t, RunPage(viewtest.LargeRun(2000)))
+	if strings.Contains(large, viewtest.Secret) {
+		t.Error("the large run's page shows its secret")
+	}
+}
+
+func TestLargeRunIsSummarizedInMarkup(t *testing.T) {
+	t.Parallel()
+	tr := viewtest.LargeRun(20_000)
+	p := RunPage(tr)
+	if p.Runs[0].Static {
+		t.Fatal("a run of 20k events is listed in full in the markup")
+	}
+	page := render(t, p)
+	if strings.Count(page, `class="call `) != 0 || !strings.Contains(page, "timeline rows are too many to list without JavaScript") {
+		t.Error("the large run's markup is not a summary")
+	}
+	if n := len(p.Runs[0].Timeline.Rows); n < 5000 {
+		t.Errorf("only %d rows", n)
+	}
+}
+
+func TestSweepPageHasOneRowPerVariant(t *testing.T) {
+	t.Parallel()
+	base, v := bookingFork(t)
+	page := render(t, SweepPage(base, []SweepVariant{
+		{Name: "fixed", Trace: v},
+		{Name: "same", Trace: base},
+		{Name: "broken", Err: os.ErrNotExist},
+	}, nil))
+	if n := strings.Count(page, `<tr class="s-row`); n != 3 {
+		t.Errorf("%d rows, want 3", n)
+	}
+	for _, want := range []string{`<a href="#variant-1">fixed</a>`, `<details class="embedded card" id="variant-1">`, `<circle class="pt st-running dv"`, `<td>no</td>`, `file does not exist`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the sweep page lacks %s", want)
+		}
+	}
+}
+
+func TestPageIsSelfContained(t *testing.T) {
+	t.Parallel()
+	base, v := bookingFork(t)
+	page := render(t, DiffPage(base, v))
+	// Nothing is fetched: no src/href to another origin, no @import.
+	ext := regexp.MustCompile(`(?i)(src|href)="(https?:)?//|@import|url\(`)
+	if m := ext.FindString(page); m != "" {
+		t.Errorf("the page refers to something outside it: %s", m)
+	}
+}
+
+func TestWriteFileIsAtomic(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "page.html")
+	if err := os.WriteFile(path, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteFile(path, RunPage(load(t, "research.sftrace"))); err != nil {
+		t.Fatal(err)
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 1 {
+		t.Errorf("temporary files left: %v", ents)
+	}
+	if err := WriteFile(filepath.Join(dir, "missing", "page.html"), RunPage(load(t, "research.sftrace"))); err == nil {
+		t.Error("writing into a missing directory succeeded")
+	}
+}
+
+func itoa(n int) string { return strings.TrimSpace(strings.Repeat(" ", 0) + fmtInt(n)) }
+
+func fmtInt(n int) string {
+	var b []byte
+	if n == 0 {
+		return "0"
+	}
+	for n > 0 {
+		b = append([]byte{byte('0' + n%10)}, b...)
+		n /= 10
+	}
+	return string(b)
+}
