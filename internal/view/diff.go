@@ -3,16 +3,17 @@ package view
 import (
 	"github.com/stepfork/stepfork/fork"
 	"github.com/stepfork/stepfork/trace"
+	"github.com/stepfork/stepfork/trace/diff"
 )
 
 // This file holds every use of the run diff's API, so that the page follows
 // the diff wherever it lives.
 
 // differ compares variants with one base run.
-type differ struct{ db *trace.DiffBase }
+type differ struct{ db *diff.Prepared }
 
 func newDiffer(base *trace.Trace, basePath string) *differ {
-	return &differ{trace.PrepareDiff(base, trace.DisplayPaths(basePath, ""))}
+	return &differ{diff.Prepare(base, diff.DisplayPaths(basePath, ""))}
 }
 
 // diffSection builds the aligned view of base and variant.
@@ -22,7 +23,7 @@ func (d *differ) section(variant *trace.Trace) *diffSection {
 
 // diffTwo compares two runs.
 func diffTwo(base, variant *trace.Trace) *diffSection {
-	return fromRunDiff(trace.Diff(base, variant))
+	return fromRunDiff(diff.Runs(base, variant))
 }
 
 // variantDiff is the diff a fork computed against its base (nil when the
@@ -38,7 +39,7 @@ func variantDiff(v *fork.Variant) *diffSection {
 }
 
 // fromRunDiff turns the diff's result into the page's model.
-func fromRunDiff(rd *trace.RunDiff) *diffSection {
+func fromRunDiff(rd *diff.Result) *diffSection {
 	s := &diffSection{
 		Equivalent: rd.Equivalent(),
 		Added:      rd.Added, Removed: rd.Removed, Changed: rd.Changed, Unchanged: rd.Unchanged,
@@ -80,7 +81,7 @@ func fromRunDiff(rd *trace.RunDiff) *diffSection {
 	return s
 }
 
-func summaryOf(r *trace.RunSummary) runSummary {
+func summaryOf(r *diff.Summary) runSummary {
 	return runSummary{Path: r.Path, Agent: r.AgentName, RunID: r.RunID, Status: string(r.Terminal()),
 		Events: r.Events, Steps: r.Steps, Tokens: r.Tokens, Cost: r.CostUSD}
 }

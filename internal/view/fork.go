@@ -142,14 +142,9 @@ func forkFromBundle(tr, base *trace.Trace) *forkSection {
 	}
 	if info.Changes.Len() > 0 {
 		wire, _ := trace.RedactValue(info.Changes)
-		changes, err := fork.ParseChanges(wire)
-		if err != nil {
-			fs.Changes = append(fs.Changes, forkChange{Desc: wire.Canonical(), Applied: "unreadable: " + err.Error()})
-		}
-		for _, c := range changes {
-			fc := forkChange{Desc: c.Describe(), Applied: "where it applied is not recorded in fork.json"}
-			switch c.(type) {
-			case fork.DecisionChange, fork.ParamChange:
+		for _, c := range wire.Elems() {
+			fc := forkChange{Desc: describeWire(c), Applied: "where it applied is not recorded in fork.json"}
+			if k, _ := c.Get("kind").Str(); k == "decision" || k == "param" {
 				if len(forced) > 0 {
 					fc.Applied, fc.Steps = "forced values at "+stepList(forced), forced
 				} else {
@@ -311,22 +306,30 @@ func markOverrides(tl *timeline, fs *forkSection) {
 	}
 }
 
-// describe names a change for people from its redacted wire form, so a
-// value under a sensitive key never reaches the description; desc (the
-// change's own description) is the fallback when the redacted form does
-// not read back.
+// describe names a change for people: its own description when its wire
+// form holds nothing to redact, else the redacted wire form (a description
+// may print a value under a sensitive key that only the wire form's
+// redaction can find).
 func describe(c fork.Change, desc string) string {
 	if c == nil {
 		return desc
 	}
-	w, _ := trace.RedactValue(c.Wire())
-	arr, err := trace.ArrayValue(w)
-	if err != nil {
-		return desc
+	w := c.Wire()
+	if red, findings := trace.RedactValue(w); len(findings) > 0 {
+		return describeWire(red)
 	}
-	cs, err := fork.ParseChanges(arr)
-	if err != nil || len(cs) != 1 {
-		return desc
+	return desc
+}
+
+// describeWire renders a change's wire form: its kind, then its fields.
+func describeWire(w trace.Value) string {
+	kind, _ := w.Get("kind").Str()
+	s := kind
+	for k, v := range w.Members() {
+		if k == "kind" {
+			continue
+		}
+		s += " · " + k + ": " + preview(v)
 	}
-	return cs[0].Describe()
+	return s
 }

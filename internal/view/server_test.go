@@ -20,14 +20,13 @@ func sweepDir(t *testing.T) (base string, dir string) {
 	t.Helper()
 	dir = t.TempDir()
 	base = "../../testdata/booking-agent.sftrace"
-	_, err := fork.Trace(base, fork.AtStep(11), fork.Options{
-		Overrides:  []fork.Override{fork.OverrideStep(11, map[string]any{"booking_ref": "PNR-6E1158", "status": "confirmed"})},
-		OutputPath: filepath.Join(dir, "fixed.sftrace"),
-	})
+	_, err := fork.Trace(base, fork.ThroughStep(11),
+		fork.Override(fork.OnStep(11), map[string]any{"booking_ref": "PNR-6E1158", "status": "confirmed"}),
+		fork.SaveTo(filepath.Join(dir, "fixed.sftrace")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fork.Trace(base, fork.AtStep(4), fork.Options{OutputPath: filepath.Join(dir, "early.sftrace")}); err != nil {
+	if _, err := fork.Trace(base, fork.ThroughStep(4), fork.SaveTo(filepath.Join(dir, "early.sftrace"))); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("not a bundle"), 0o644); err != nil {

@@ -3,6 +3,7 @@ package view
 import (
 	"strings"
 
+	"github.com/stepfork/stepfork/internal/clip"
 	"github.com/stepfork/stepfork/trace"
 )
 
@@ -140,40 +141,21 @@ func buildTimeline(tr *trace.Trace) *timeline {
 			}
 		}
 	}
-	firstKidOf := func(i int, ok func(*trace.Event) bool) int {
-		r := -1
-		kids(i, func(k int) bool {
-			if ok(&evs[k]) {
-				r = k
-				return false
-			}
-			return true
-		})
-		return r
-	}
-
 	used := make([]bool, len(evs))
-	// Legacy pairing: results without a parent link answer the first earlier
-	// unanswered call of their name.
-	legacy := map[int]int{}
-	{
-		open := map[string][]int{}
-		for i := range evs {
-			ev := &evs[i]
-			switch ev.Type {
-			case trace.ToolCall:
-				if firstKidOf(i, func(e *trace.Event) bool { return e.Type == trace.ToolResult }) < 0 {
-					open[ev.Name] = append(open[ev.Name], i)
-				}
-			case trace.ToolResult:
-				if p := link(i); p >= 0 && evs[p].Type == trace.ToolCall {
-					continue
-				}
-				if q := open[ev.Name]; len(q) > 0 {
-					legacy[q[0]] = i
-					open[ev.Name] = q[1:]
-				}
-			}
+	// Which event answers which call, and which marker closes which node:
+	// trace's call model, the one rule every consumer uses.
+	callAt := make([]int32, len(evs))
+	exitOf := make([]int32, len(evs))
+	for i := range evs {
+		callAt[i], exitOf[i] = -1, -1
+	}
+	calls := tr.Calls()
+	for k := range calls {
+		callAt[calls[k].Event] = int32(k)
+	}
+	for _, n := range tr.Nodes() {
+		if n.Enter >= 0 && n.Exit >= 0 {
+			exitOf[n.Enter] = int32(n.Exit)
 		}
 	}
 
@@ -199,49 +181,39 @@ func buildTimeline(tr *trace.Trace) *timeline {
 		switch ev.Type {
 		case trace.ToolCall, trace.LLMRequest:
 			it.Kind, it.Name, it.Input = "tool", ev.Name, ev.Input
-			resType := trace.ToolResult
 			if ev.Type == trace.LLMRequest {
-				it.Kind, it.Name, resType = "llm", trace.LLMLabel(ev.Provider, ev.Model), trace.LLMResponse
+				it.Kind, it.Name = "llm", trace.LLMLabel(ev.Provider, ev.Model)
 			}
-			res := firstKidOf(i, func(e *trace.Event) bool { return e.Type == resType })
-			if res < 0 && ev.Type == trace.ToolCall {
-				if j, ok := legacy[i]; ok {
-					res = j
-				}
-			}
-			errAt := -1
-			if res >= 0 {
-				r := &evs[res]
-				it.Output, it.Status, it.DurMS = r.Output, string(r.Status), r.DurationMS
-				if r.Type == trace.LLMResponse {
-					it.Tokens = tokensOf(r)
-					if r.CostUSD != nil {
-						it.Cost = *r.CostUSD
+			if k := callAt[i]; k >= 0 {
+				c := &calls[k]
+				it.Name, it.Status, it.Output = c.Label, string(c.Status), c.Output
+				if c.Result >= 0 {
+					r := &evs[c.Result]
+					it.DurMS = r.DurationMS
+					if r.Type == trace.LLMResponse {
+						it.Tokens = tokensOf(r)
+						if r.CostUSD != nil {
+							it.Cost = *r.CostUSD
+						}
+					}
+					add(c.Result)
+					if r.Status == trace.StatusSkipped && r.Output.Get("error_type").Canonical() == `"Blocked"` {
+						it.Status = "blocked"
+						it.Error, _ = r.Output.Get("message").Str()
 					}
 				}
-				add(res)
-				errAt = firstKidOf(res, func(e *trace.Event) bool { return e.Type == trace.ErrorEvent })
-				if r.Status == trace.StatusSkipped && r.Output.Get("error_type").Canonical() == `"Blocked"` {
-					it.Status = "blocked"
-					it.Error, _ = r.Output.Get("message").Str()
-				} else if r.Status == trace.StatusError && it.Error == "" {
-					it.Error, _ = r.Output.Get("message").Str()
+				if c.Failure >= 0 {
+					add(c.Failure)
+					if c.Result < 0 {
+						it.Output = evs[c.Failure].Details
+					}
 				}
-			}
-			if errAt < 0 {
-				errAt = firstKidOf(i, func(e *trace.Event) bool { return e.Type == trace.ErrorEvent })
-			}
-			if errAt >= 0 {
-				e := &evs[errAt]
-				it.Status = "error"
-				it.Error = e.ErrorType + ": " + e.Message
-				if res < 0 {
-					it.Output = e.Details
+				if c.Status == trace.StatusError {
+					it.Error = c.ErrorType + ": " + c.Message
 				}
-				add(errAt)
-			} else if res < 0 {
-				it.Status = string(trace.StatusSkipped)
-				it.Note = "no result recorded"
+				if c.Missing() {
+					it.Note = "no result recorded"
+				}
 			}
 			if ev.DurationMS != nil && it.DurMS == nil {
 				it.DurMS = ev.DurationMS
@@ -324,14 +296,7 @@ func buildTimeline(tr *trace.Trace) *timeline {
 				it := &item{Kind: "node", Name: m.Name, Depth: depth, Step: ev.Step, EndStep: ev.Step,
 					IDs: []string{ev.ID}, Steps: []int{ev.Step}, Status: string(trace.RunRunning), firstIndex: i}
 				last := i
-				exit := -1
-				kids(i, func(k int) bool {
-					if x, ok := marker(k); ok && x.Key == trace.MarkerNode && x.Phase == trace.PhaseExit && x.Name == m.Name {
-						exit = k
-						return false
-					}
-					return true
-				})
+				exit := int(exitOf[i])
 				if exit >= 0 {
 					used[exit] = true
 				}
@@ -483,9 +448,5 @@ func preview(v trace.Value) string {
 	if v.IsAbsent() {
 		return ""
 	}
-	s := v.Canonical()
-	if r := []rune(s); len(r) > 80 {
-		return string(r[:80]) + "…"
-	}
-	return s
+	return clip.Head(v.Canonical(), 80)
 }

@@ -3,14 +3,14 @@ package view
 import (
 	"unicode/utf8"
 
+	"github.com/stepfork/stepfork/internal/clip"
 	"github.com/stepfork/stepfork/trace"
 )
 
-// Context and limits of the window shown around where two values differ.
+// Limits of what a changed value shows.
 const (
-	windowContext = 48   // characters kept on each side of the difference
-	windowMax     = 600  // characters of the differing part shown at most
-	shortValue    = 2000 // values up to this long are shown whole
+	shortValue = 2000 // values up to this many characters are shown whole
+	windowMax  = 600  // longer ones are cut to a window of this many around where they differ
 )
 
 // change is one changed field or state key, each side cut to the window
@@ -25,17 +25,14 @@ type change struct {
 	ExpV, ActV trace.Value `json:"-"`
 }
 
-// shown is a value as the page shows it: Pre and Post are the context
-// around Mid, the part that differs from the other side (highlighted);
-// Cut says text was left out before Pre or after Post.
+// shown is a value as the page shows it: Mid is the part that differs
+// from the other side (highlighted), Pre and Post the text around it. Long
+// values are cut by clip.Diff, which marks every cut with clip.Ellipsis.
 type shown struct {
-	Absent  bool   `json:"x,omitempty"`
-	Pre     string `json:"pre,omitempty"`
-	Mid     string `json:"mid,omitempty"`
-	Post    string `json:"post,omitempty"`
-	CutPre  bool   `json:"cp,omitempty"`
-	CutPost bool   `json:"cq,omitempty"`
-	CutMid  bool   `json:"cm,omitempty"`
+	Absent bool   `json:"x,omitempty"`
+	Pre    string `json:"pre,omitempty"`
+	Mid    string `json:"mid,omitempty"`
+	Post   string `json:"post,omitempty"`
 }
 
 func changeOf(path, kind string, exp, act trace.Value) change {
@@ -69,35 +66,18 @@ func (c *change) window() {
 }
 
 // whole shows s in full when it is short, else its start.
-func whole(s string) shown {
-	if len(s) <= shortValue {
-		return shown{Mid: s}
-	}
-	return shown{Mid: cutRunes(s, windowMax), CutMid: true}
-}
+func whole(s string) shown { return shown{Mid: clip.Head(s, shortValue)} }
 
-// window splits a and b into their common prefix, the part where they
-// differ and their common suffix, keeping windowContext characters of
-// context on each side and at most windowMax of the differing part.
+// window cuts a and b to the window where they differ when either is long
+// (clip.Diff), and splits each into the common prefix, the part that
+// differs and the common suffix.
 func window(a, b string) (shown, shown) {
+	if utf8.RuneCountInString(a) > shortValue || utf8.RuneCountInString(b) > shortValue {
+		a, b = clip.Diff(a, b, windowMax)
+	}
 	p := commonPrefix(a, b)
 	s := commonSuffix(a[p:], b[p:])
-	mk := func(x string) shown {
-		pre, mid, post := x[:p], x[p:len(x)-s], x[len(x)-s:]
-		var sh shown
-		if len(x) <= shortValue && len(a) <= shortValue && len(b) <= shortValue {
-			sh.Pre, sh.Mid, sh.Post = pre, mid, post
-			return sh
-		}
-		sh.Pre, sh.CutPre = lastRunes(pre, windowContext)
-		sh.Mid = mid
-		if n := utf8.RuneCountInString(mid); n > windowMax {
-			sh.Mid, sh.CutMid = cutRunes(mid, windowMax), true
-		}
-		sh.Post = cutRunes(post, windowContext)
-		sh.CutPost = len(sh.Post) < len(post)
-		return sh
-	}
+	mk := func(x string) shown { return shown{Pre: x[:p], Mid: x[p : len(x)-s], Post: x[len(x)-s:]} }
 	return mk(a), mk(b)
 }
 
@@ -108,10 +88,7 @@ func commonPrefix(a, b string) int {
 	for n < len(a) && n < len(b) && a[n] == b[n] {
 		n++
 	}
-	for n > 0 && n < len(a) && !utf8.RuneStart(a[n]) {
-		n--
-	}
-	for n > 0 && n < len(b) && !utf8.RuneStart(b[n]) {
+	for n > 0 && ((n < len(a) && !utf8.RuneStart(a[n])) || (n < len(b) && !utf8.RuneStart(b[n]))) {
 		n--
 	}
 	return n
@@ -128,32 +105,4 @@ func commonSuffix(a, b string) int {
 		n--
 	}
 	return n
-}
-
-// cutRunes is s cut to at most n characters.
-func cutRunes(s string, n int) string {
-	i := 0
-	for k := range s {
-		if i == n {
-			return s[:k]
-		}
-		i++
-	}
-	return s
-}
-
-// lastRunes is the last n characters of s, and whether s was longer.
-func lastRunes(s string, n int) (string, bool) {
-	c := utf8.RuneCountInString(s)
-	if c <= n {
-		return s, false
-	}
-	i := 0
-	for k := range s {
-		if i == c-n {
-			return s[k:], true
-		}
-		i++
-	}
-	return s, false
 }

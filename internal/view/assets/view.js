@@ -103,12 +103,9 @@
   function shown(s) {
     var span = el('span', 'val');
     if (s.x) { span.className = 'absent'; span.textContent = '(absent)'; return span; }
-    if (s.cp) span.appendChild(el('span', 'cut', '…'));
     if (s.pre) span.appendChild(doc.createTextNode(s.pre));
     span.appendChild(el('mark', '', s.mid || ''));
-    if (s.cm) span.appendChild(el('span', 'cut', '…'));
     if (s.post) span.appendChild(doc.createTextNode(s.post));
-    if (s.cq) span.appendChild(el('span', 'cut', '…'));
     return span;
   }
   function changesTable(ch) {
