@@ -7,8 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
+	"github.com/stepfork/stepfork/internal/clip"
 	"github.com/stepfork/stepfork/trace"
 )
 
@@ -255,20 +255,11 @@ func toValue(x any) (trace.Value, error) {
 	return trace.ValueOf(x)
 }
 
-// short is a value's canonical JSON cut to 40 characters.
+// short is a value's canonical JSON, redacted (a change's description is
+// printed), cut to 40 characters.
 func short(v trace.Value) string {
-	s := v.Canonical()
-	if utf8.RuneCountInString(s) <= 40 {
-		return s
-	}
-	n := 0
-	for i := range s {
-		if n == 40 {
-			return s[:i] + "…"
-		}
-		n++
-	}
-	return s
+	v, _ = trace.RedactValue(v)
+	return clip.Head(v.Canonical(), 40)
 }
 
 // ---- the wire form ----
@@ -556,7 +547,8 @@ func (c requestChange) Describe() string {
 	case ckPrompt:
 		return fmt.Sprintf("prompt of '%s'", c.target)
 	case ckModel:
-		return fmt.Sprintf("model of '%s' → %s", c.target, c.text)
+		model, _ := trace.RedactString(c.text)
+		return fmt.Sprintf("model of '%s' → %s", c.target, model)
 	}
 	return fmt.Sprintf("temperature of '%s' → %s", c.target, strconv.FormatFloat(c.temp, 'g', -1, 64))
 }

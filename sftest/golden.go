@@ -92,8 +92,9 @@ func goldenFile(t *testing.T, opts []autogold.Option) string {
 //
 // Nothing in it varies between runs of the same behavior: steps are named by
 // their step numbers, never by event or run ids, and no timestamp or
-// duration is printed. Payloads are canonical JSON (as recorded, so
-// redacted). Any run id, event id or UUID in the text is replaced by a
+// duration is printed. Payloads are canonical JSON, and everything printed
+// is redacted first, as a recording is (trace.RedactValue): a secret in a
+// change, an error or a label never reaches a golden file. Any run id, event id or UUID in the text is replaced by a
 // placeholder numbered in order of first appearance (<run-1>, <evt-1>,
 // <uuid-1>), the same id always by the same placeholder; any RFC 3339 time
 // (whatever its number of fractional digits) by <time>, unnumbered, since two
@@ -131,15 +132,17 @@ func Render(v any) (string, error) {
 	default:
 		return "", fmt.Errorf("cannot render a %T: pass a *fork.Variant, *replay.Result, *diff.Result, *trace.Trace or *fork.Sweep", v)
 	}
-	// Texts that did not go through text or pair (a step's label, a
-	// trace's file name) are normalized here, with the same numbering.
-	return r.normalize(b.String()), nil
+	// Texts that did not go through text, value or pair (a step's label, a
+	// trace's file name) are redacted and normalized here, with the same
+	// numbering.
+	out, _ := trace.RedactString(b.String())
+	return r.normalize(out), nil
 }
 
 // renderer writes a rendering. Every text taken from the runs (payloads,
-// labels, messages) goes through text or pair, which replace its volatile
-// values by placeholders before cutting it, so a cut falls at the same
-// place whatever the width of the values it replaced.
+// labels, messages) goes through text, value or pair, which redact it and
+// replace its volatile values by placeholders before cutting it, so a cut
+// falls at the same place whatever the width of the values it replaced.
 type renderer struct {
 	b    strings.Builder
 	seen map[string]map[string]string // volatile kind → value → placeholder
@@ -174,7 +177,7 @@ func (r *renderer) renderVariant(v *fork.Variant) {
 				state += fmt.Sprintf(" (+%d more)", c.Applied-len(c.Steps))
 			}
 		}
-		fmt.Fprintf(b, "change    %s (%s)\n", r.text(c.Change.Wire().Canonical()), state)
+		fmt.Fprintf(b, "change    %s (%s)\n", r.value(c.Change.Wire()), state)
 	}
 	status := string(v.Status)
 	if bt := v.Diff.Base.Terminal(); string(bt) != status {
@@ -192,7 +195,7 @@ func (r *renderer) renderVariant(v *fork.Variant) {
 	fmt.Fprintf(b, "incurred  $%.4f, %d tokens; live: %d model call(s), %d tool call(s); served in the tail: %d memo hit(s), %d replayed tool call(s)\n",
 		v.IncurredCost, v.IncurredTokens, v.LiveModelCalls, v.LiveToolCalls, len(v.MemoHits), len(v.Replayed))
 	for _, s := range v.Suppressed {
-		fmt.Fprintf(b, "blocked   step %d %s '%s' %s: %s\n", s.Step, s.Kind, s.Tool, r.text(s.Input.Canonical()), s.Reason)
+		fmt.Fprintf(b, "blocked   step %d %s '%s' %s: %s\n", s.Step, s.Kind, s.Tool, r.value(s.Input), s.Reason)
 	}
 	r.renderDiff(v.Diff)
 }
@@ -235,11 +238,11 @@ func (r *renderer) renderDiff(d *diff.Result) {
 	for _, s := range d.State {
 		switch s.Change {
 		case diff.Added:
-			fmt.Fprintf(b, "state     + %s: %s\n", s.Key, r.text(s.After.Canonical()))
+			fmt.Fprintf(b, "state     + %s: %s\n", s.Key, r.value(s.After))
 		case diff.Removed:
-			fmt.Fprintf(b, "state     - %s (was %s)\n", s.Key, r.text(s.Before.Canonical()))
+			fmt.Fprintf(b, "state     - %s (was %s)\n", s.Key, r.value(s.Before))
 		default:
-			fmt.Fprintf(b, "state     ~ %s: %s → %s\n", s.Key, r.text(s.Before.Canonical()), r.text(s.After.Canonical()))
+			fmt.Fprintf(b, "state     ~ %s: %s → %s\n", s.Key, r.value(s.Before), r.value(s.After))
 		}
 	}
 	r.writeOutput(d)
@@ -384,9 +387,10 @@ func (r *renderer) value(v trace.Value) string {
 // textLimit is how many characters of a text a rendering shows.
 const textLimit = 200
 
-// text is s with its volatile values replaced (normalize), then cut to
-// textLimit characters.
+// text is s redacted (trace.RedactString), with its volatile values
+// replaced (normalize), then cut to textLimit characters.
 func (r *renderer) text(s string) string {
+	s, _ = trace.RedactString(s)
 	return clip.Head(r.normalize(s), textLimit)
 }
 
@@ -396,11 +400,14 @@ func (r *renderer) pair(before, after trace.Value) (string, string) {
 	return clip.Head(r.absentOr(before), textLimit), clip.Head(r.absentOr(after), textLimit)
 }
 
-// absentOr is the normalized canonical JSON of v, or "(absent)".
+// absentOr is the canonical JSON of v redacted (trace.RedactValue: values
+// under sensitive keys and credentials in any string), then normalized; or
+// "(absent)".
 func (r *renderer) absentOr(v trace.Value) string {
 	if v.IsAbsent() {
 		return "(absent)"
 	}
+	v, _ = trace.RedactValue(v)
 	return r.normalize(v.Canonical())
 }
 
