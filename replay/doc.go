@@ -119,6 +119,16 @@
 // with a patched input or model), [Block], or [Fail]. Package fork builds
 // counterfactual runs on it.
 //
+// # Observers
+//
+// An Observer installed in the context (WithObserver) is told of every run a
+// session starts with that context and of every dependency call as the
+// session answers it: its outcome (executed, served, blocked, failed), its
+// error, and the usage an executed model call reported. The agent and each
+// executed body run in the contexts the Observer returns, so spans nest as
+// calls do; package fork's runs are sessions like any other, flagged as
+// directed. It is how tracing and metrics (contrib/otel) see runs live.
+//
 // # HTTP model calls
 //
 // [Transport](base) is an [http.RoundTripper] that records and serves the
