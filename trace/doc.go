@@ -35,8 +35,10 @@
 // such as fork.json that it lists.
 //
 // Redaction runs before hashing and writing: values under sensitive keys
-// (api_key, accessToken, password, …) and six credential patterns (Bearer
-// tokens, sk-, ghp_, gho_, github_pat_) become "[REDACTED]", recorded as
+// (api_key, accessToken, password, …) and credential patterns (stepfork's
+// Bearer tokens, sk-, ghp_, gho_, github_pat_, and what secret scanners
+// catch: AWS, Google, Slack, Stripe, GitLab, npm keys, JWTs, PEM private
+// keys; see [RedactString]) become "[REDACTED]", recorded as
 // JSON Pointers in redactions.json and in each event's redactions list.
 //
 // # Behavior

@@ -519,9 +519,10 @@ func (p *payloadSum) storedAs(stored string) bool {
 // canonical form every substring it looks for appears as it is, since none
 // of their characters is escaped.
 func mayHoldCredentialBytes(b []byte) bool {
-	if bytes.Contains(b, []byte("sk-")) || bytes.Contains(b, []byte("ghp_")) ||
-		bytes.Contains(b, []byte("gho_")) || bytes.Contains(b, []byte("github_pat_")) {
-		return true
+	for _, a := range credentialAnchors {
+		if bytes.Contains(b, []byte(a)) {
+			return true
+		}
 	}
 	return containsFoldBearerBytes(b, 'b') || containsFoldBearerBytes(b, 'B')
 }

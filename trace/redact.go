@@ -77,6 +77,20 @@ func IsSensitiveKey(key string) bool {
 // a non-ASCII letter), never the reverse.
 const pySpace = `[\s\x{1c}-\x{1f}\x{85}\p{Z}]`
 
+// pemBody is what may stand between the lines of a PEM block: base64, the
+// headers of an encrypted key, line breaks, and the escapes \n, \r, \t that
+// stand for line breaks in JSON or escaped output (never \" or \\, so a
+// redacted block inside a JSON string leaves the string well formed).
+const pemBody = `(?:[A-Za-z0-9+/=\s:,.-]|\\[nrt])`
+
+// pemCut is what the rest of a PEM block cut short may hold: base64 and
+// line breaks, so that the text after it is kept.
+const pemCut = `(?:[A-Za-z0-9+/=\r\n]|\\[nrt])`
+
+// credentialPatterns are the credential patterns, in the order they are
+// applied: stepfork's six (Bearer tokens after an Authorization header and
+// alone, sk-, ghp_, gho_, github_pat_) and the common ones of secret
+// scanners' default rules (gitleaks, GitHub secret scanning).
 var credentialPatterns = []struct {
 	re   *regexp.Regexp
 	keep bool // keep group 1
@@ -87,13 +101,50 @@ var credentialPatterns = []struct {
 	{regexp.MustCompile(`\b(ghp_[A-Za-z0-9_]{8,})\b`), false},
 	{regexp.MustCompile(`\b(gho_[A-Za-z0-9_]{8,})\b`), false},
 	{regexp.MustCompile(`\b(github_pat_[A-Za-z0-9_]{8,})\b`), false},
+	// GitHub user-to-server, server-to-server and refresh tokens.
+	{regexp.MustCompile(`\b((?:ghu|ghs|ghr)_[A-Za-z0-9_]{8,})\b`), false},
+	// GitLab personal access tokens.
+	{regexp.MustCompile(`\b(glpat-[A-Za-z0-9_-]{20,})`), false},
+	// npm access tokens.
+	{regexp.MustCompile(`\b(npm_[A-Za-z0-9]{36})\b`), false},
+	// AWS access key ids: long-term (AKIA), temporary (ASIA), and the
+	// other kinds' prefixes.
+	{regexp.MustCompile(`\b((?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA)[A-Z0-9]{16})\b`), false},
+	// Google API keys.
+	{regexp.MustCompile(`\b(AIza[A-Za-z0-9_-]{35})`), false},
+	// Slack tokens (bot, user, app-level, refresh, configuration) and
+	// incoming webhooks.
+	{regexp.MustCompile(`\b(xox[abeoprs]-[A-Za-z0-9-]{10,})`), false},
+	{regexp.MustCompile(`\b(xapp-[A-Za-z0-9-]{10,})`), false},
+	{regexp.MustCompile(`(hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/+-]{16,})`), false},
+	// Stripe secret and restricted keys.
+	{regexp.MustCompile(`\b((?:sk|rk)_(?:live|test|prod)_[A-Za-z0-9]{10,})`), false},
+	// JSON Web Tokens: a header and a payload that are base64url JSON
+	// objects, and a signature (empty for an unsigned token).
+	{regexp.MustCompile(`\b(eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*)`), false},
+	// PEM private keys, from the BEGIN line to the END line, or to the end
+	// of what looks like the key when the block is cut short.
+	{regexp.MustCompile(`-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----(?:` + pemBody + `*?-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----|` + pemCut + `*)`), false},
 }
 
-// mayHoldCredential is a cheap filter: a string with none of these substrings
-// cannot match any credential pattern.
+// credentialAnchors are substrings of which every match of a credential
+// pattern holds one ("bearer" in any case aside): a string without them
+// cannot match.
+var credentialAnchors = []string{
+	"sk-", "ghp_", "gho_", "github_pat_", "ghu_", "ghs_", "ghr_", "glpat-", "npm_",
+	"A3T", "AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AROA", "AIPA", "ANPA", "ANVA", "APKA",
+	"AIza", "xox", "xapp-", "hooks.slack.com", "sk_", "rk_", "eyJ", "PRIVATE KEY",
+}
+
+// mayHoldCredential is a cheap filter: a string with none of the anchors
+// (or "bearer") cannot match any credential pattern.
 func mayHoldCredential(s string) bool {
-	return strings.Contains(s, "sk-") || strings.Contains(s, "ghp_") || strings.Contains(s, "gho_") ||
-		strings.Contains(s, "github_pat_") || containsFoldBearer(s)
+	for _, a := range credentialAnchors {
+		if strings.Contains(s, a) {
+			return true
+		}
+	}
+	return containsFoldBearer(s)
 }
 
 // containsFoldBearer reports whether s contains "bearer" in any ASCII case.
@@ -106,8 +157,15 @@ func containsFoldBearer(s string) bool {
 	return false
 }
 
-// RedactString applies the six credential patterns to s and reports whether
-// anything was replaced. The string "[REDACTED]" is left as it is.
+// RedactString replaces every match of the credential patterns in s by
+// "[REDACTED]" (after a Bearer or Authorization: Bearer prefix, the token
+// alone) and reports whether anything was replaced. The patterns are
+// stepfork's six (Bearer tokens, sk-, ghp_, gho_, github_pat_) and what
+// secret scanners catch by default: GitHub's other tokens (ghu_, ghs_,
+// ghr_), GitLab (glpat-) and npm (npm_) tokens, AWS access key ids (AKIA…,
+// ASIA…), Google API keys (AIza…), Slack tokens (xoxb-…, xapp-…) and
+// webhooks, Stripe keys (sk_live_…, rk_live_…), JSON Web Tokens, and PEM
+// private-key blocks. The string "[REDACTED]" is left as it is.
 func RedactString(s string) (string, bool) {
 	if s == Redacted || !mayHoldCredential(s) {
 		return s, false

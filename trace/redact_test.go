@@ -443,3 +443,75 @@ func TestRedactionMetadataHasNoSecret(t *testing.T) {
 		t.Errorf("redactions.json lacks /input/password:\n%s", data)
 	}
 }
+
+// scannerCanaries are made-up credentials of every kind the credential
+// patterns catch beyond stepfork's six, put together at run time so that
+// this file holds none. Each is named for its kind.
+func scannerCanaries() map[string]string {
+	pem := "-----BEGIN " + "RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gun\nVTLw7onLRnrq0/IzW7yWR7QkrmBL7jTKEn5u+qKhbwKfBstIs+bMY2Zkp18gnTxK\n-----END RSA " + "PRIVATE KEY-----"
+	return map[string]string{
+		"aws access key":     "AKIA" + "IOSFODNN7EXAMPLE",
+		"aws temporary key":  "ASIA" + "Y34FZKBOKMUTVV7A",
+		"google api key":     "AIza" + "SyDdI0hCZtE6vySjMm-WEfRq3CPzqKqqsHI",
+		"slack bot token":    "xoxb-" + "17653672481-19874698323-pdFZKVeTuE8sk7oOcBrzbqgy",
+		"slack user token":   "xoxp-" + "41684372915-1320496754-45609968301-e708ba56e1517a99f6b5fb07349476ef",
+		"slack app token":    "xapp-" + "1-A0123456789-1234567890123-abcdef0123456789",
+		"slack webhook":      "https://hooks.slack.com/" + "services/T0A1B2C3D4E/B0A1B2C3D4E/abcdefghijklmnopqrstuvwx",
+		"stripe secret key":  "sk_" + "live_4eC39HqLyjWDarjtT1zdp7dc",
+		"stripe restricted":  "rk_" + "live_51H8uGbCnS2dX9jQm0aZ3PqL",
+		"jwt":                "eyJ" + "hbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+		"unsigned jwt":       "eyJ" + "hbGciOiJub25lIn0.eyJzdWIiOiJhZG1pbiJ9.",
+		"pem private key":    pem,
+		"cut pem":            "-----BEGIN " + "PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7",
+		"github user token":  "ghu_" + "16C7e42F292c6912E7710c838347Ae178B4a",
+		"github server":      "ghs_" + "16C7e42F292c6912E7710c838347Ae178B4a",
+		"github refresh":     "ghr_" + "1B4a2e77838347a7E420ce178F2E7c6912E169246c34E1ccbF66C46812d16D5B1A9Dc86A1498",
+		"gitlab token":       "glpat-" + "xVzB7ZK1sYjqJ8tRfM2n",
+		"npm token":          "npm_" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4zAb3d",
+		"bearer in a header": "Authorization: Bearer " + "c2VjcmV0LXRva2VuLXZhbHVl",
+	}
+}
+
+// TestRedactScannerPatterns checks every credential pattern added to
+// stepfork's six: each canary is replaced whole, alone, inside text, inside
+// JSON text (as a stream of output is redacted), and the text around it is
+// kept; look-alikes that are not credentials are kept.
+func TestRedactScannerPatterns(t *testing.T) {
+	t.Parallel()
+	for name, secret := range scannerCanaries() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			want := Redacted
+			switch {
+			case strings.HasPrefix(secret, "Authorization: Bearer "):
+				want = "Authorization: Bearer " + Redacted
+			case strings.HasPrefix(secret, "https://"):
+				want = "https://" + Redacted
+			}
+			if got, hit := RedactString(secret); got != want || !hit {
+				t.Errorf("RedactString(%q) = %q, %v; want %q, true", secret, got, hit, want)
+			}
+			in := "before " + secret + " after"
+			if got, _ := RedactString(in); got != "before "+want+" after" {
+				t.Errorf("RedactString(%q) = %q", in, got)
+			}
+			// In JSON text, line breaks are escapes; the string stays well formed.
+			js := StringValue("key: " + secret + `" end`).Canonical()
+			got, _ := RedactString(`{"a":` + js + `}`)
+			if v, err := ParseValue([]byte(got)); err != nil {
+				t.Errorf("redacted JSON %s does not parse: %v", got, err)
+			} else if s, _ := v.Get("a").Str(); s != "key: "+want+`" end` {
+				t.Errorf("redacted JSON string = %q, want %q", s, "key: "+want+`" end`)
+			}
+		})
+	}
+	for _, keep := range []string{
+		"AKIAshort", "the AKIA prefix", "aiza", "AIzaShort", "xoxb-short", "sk_live_", "sk_other_abcdefghijklmnop",
+		"eyJhbGciOiJIUzI1NiJ9", "-----BEGIN PUBLIC KEY-----", "npm_install", "glpat-short", "hooks.slack.com/",
+		"MAKIAIOSFODNN7EXAMPLEX",
+	} {
+		if got, hit := RedactString(keep); hit || got != keep {
+			t.Errorf("RedactString(%q) = %q, %v; want it kept", keep, got, hit)
+		}
+	}
+}
