@@ -67,10 +67,20 @@ type Response struct {
 // Usage is the token count and cost of a model call. Recorded calls carry it
 // in llm_response's prompt_tokens, completion_tokens, total_tokens and
 // cost_usd (zero values are recorded as null).
+//
+// PromptTokens counts every input token, the cached and cache-written ones
+// included (CachedTokens were read from the provider's prompt cache,
+// CacheWriteTokens written to it); CompletionTokens counts every output
+// token, ReasoningTokens (a model's hidden thinking) included. Transport
+// fills all of them from each wire format's usage, and prices them with
+// Prices.
 type Usage struct {
 	PromptTokens     int64   `json:"prompt_tokens,omitempty"`
 	CompletionTokens int64   `json:"completion_tokens,omitempty"`
 	TotalTokens      int64   `json:"total_tokens,omitempty"`
+	CachedTokens     int64   `json:"cached_tokens,omitempty"`
+	CacheWriteTokens int64   `json:"cache_write_tokens,omitempty"`
+	ReasoningTokens  int64   `json:"reasoning_tokens,omitempty"`
 	CostUSD          float64 `json:"cost_usd,omitempty"`
 }
 
@@ -156,8 +166,10 @@ func LLMRaw(ctx context.Context, provider, model string, body trace.Value, call 
 }
 
 // ReportUsage records the token counts and cost of the model call whose
-// body is running in ctx (inside the call function of LLM or LLMRaw). LLM
-// reports Response.Usage itself. Outside a model call's body it does nothing.
+// body is running in ctx: inside the call function of LLM or LLMRaw, or in
+// the base RoundTripper of Transport (the request's context), where what it
+// reports replaces the usage read from the response. LLM reports
+// Response.Usage itself. Outside a model call's body it does nothing.
 func ReportUsage(ctx context.Context, u Usage) {
 	sc := fromContext(ctx)
 	if sc == nil || sc.usage == nil {

@@ -190,8 +190,9 @@ type session struct {
 	liveModels map[string]bool
 	liveTools  map[string]bool
 	ids        ids
-	direct     Call     // the Call handed to the Director, reused (valid only during Direct)
-	obs        Observer // from the run's context; set before the agent runs, never changed
+	direct     Call      // the Call handed to the Director, reused (valid only during Direct)
+	obs        Observer  // from the run's context; set before the agent runs, never changed
+	minted     mintedIDs // provider-minted ids bound during the run (Transport)
 }
 
 // occKey counts the calls of one kind and name.

@@ -10,6 +10,8 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -124,12 +126,20 @@ import (
 // returns: a stream still open when the run ends has no llm_response. The
 // Accept-Encoding header is left off live requests, so that net/http
 // negotiates compression itself and the recorded body is plain.
-func Transport(base http.RoundTripper) http.RoundTripper {
-	return &transport{base: base}
+func Transport(base http.RoundTripper, opts ...TransportOption) http.RoundTripper {
+	t := &transport{base: base}
+	for _, o := range opts {
+		if o != nil {
+			o.applyTransport(t)
+		}
+	}
+	return t
 }
 
 type transport struct {
-	base http.RoundTripper
+	base   http.RoundTripper
+	prices Prices
+	err    error // an invalid option, returned by every call made with a session
 }
 
 func (t *transport) next() http.RoundTripper {
@@ -145,11 +155,10 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if sc == nil {
 		return t.next().RoundTrip(req)
 	}
-	provider, ok := modelEndpoint(req)
-	if !ok {
-		return t.next().RoundTrip(req)
+	if t.err != nil {
+		return nil, t.err
 	}
-	return t.modelCall(sc, req, provider)
+	return t.call(sc, req, endpointOf(req))
 }
 
 // CloseIdleConnections closes the idle connections of base, when it has any.
@@ -173,28 +182,43 @@ var knownHosts = map[string]string{
 	"generativelanguage.googleapis.com": "google",
 }
 
-// modelEndpoint reports whether req is a model call, and its provider.
-func modelEndpoint(req *http.Request) (string, bool) {
+// endpoint is what a request is: a model call of a wire format and
+// provider, or (wire 0) an HTTP call.
+type endpoint struct {
+	wire     wire
+	provider string
+	model    string // from the URL path (Gemini), else ""
+}
+
+// endpointOf classifies req.
+func endpointOf(req *http.Request) endpoint {
 	if req.Method != http.MethodPost || req.URL == nil {
-		return "", false
+		return endpoint{}
 	}
-	def := ""
+	var e endpoint
 	switch p := req.URL.Path; {
-	case strings.HasSuffix(p, "/chat/completions"), strings.HasSuffix(p, "/v1/responses"):
-		def = "openai"
+	case strings.HasSuffix(p, "/chat/completions"):
+		e = endpoint{wire: wireChat, provider: "openai"}
+	case strings.HasSuffix(p, "/v1/responses"):
+		e = endpoint{wire: wireResponses, provider: "openai"}
 	case strings.HasSuffix(p, "/v1/messages"):
-		def = "anthropic"
+		e = endpoint{wire: wireAnthropic, provider: "anthropic"}
 	default:
-		return "", false
+		model, _ := geminiMethod(p)
+		if model == "" {
+			return endpoint{}
+		}
+		e = endpoint{wire: wireGemini, provider: "google", model: model}
 	}
 	host := strings.ToLower(req.URL.Hostname())
 	if p, ok := knownHosts[host]; ok {
-		return p, true
+		e.provider = p
+	} else if strings.HasSuffix(host, ".openai.azure.com") {
+		e.provider = "azure"
+	} else if strings.HasSuffix(host, "aiplatform.googleapis.com") {
+		e.provider = "vertex"
 	}
-	if strings.HasSuffix(host, ".openai.azure.com") {
-		return "azure", true
-	}
-	return def, true
+	return e
 }
 
 // requestInput is the llm_request input for a request body.
@@ -217,9 +241,12 @@ func textValue(b []byte, key string) trace.Value {
 	return v
 }
 
-// modelOf is the model of a request: the body's "model", an Azure
-// deployment, or "unknown".
-func modelOf(input trace.Value, path string) string {
+// modelOf is the model of a request: the model in a Gemini path, the body's
+// "model", an Azure deployment, or "unknown".
+func (e endpoint) modelOf(input trace.Value, path string) string {
+	if e.model != "" {
+		return e.model
+	}
 	if m, ok := input.Get("model").Str(); ok && m != "" {
 		return m
 	}
@@ -231,25 +258,72 @@ func modelOf(input trace.Value, path string) string {
 	return "unknown"
 }
 
-// modelCall handles a model call made with a session in the context: the
-// dispatch and events of Session.dependency, split in two so that a stream
-// reaches the agent while it arrives and its response is recorded when it
-// ends.
-func (t *transport) modelCall(sc *scope, req *http.Request, provider string) (*http.Response, error) {
+// httpTool is the tool name of the requests Transport does not recognise
+// as model calls.
+const httpTool = "http"
+
+// secretParams are query parameters whose values are credentials.
+var secretParams = map[string]bool{"key": true, "api_key": true, "apikey": true, "token": true,
+	"access_token": true, "sig": true, "signature": true, "code": true, "password": true, "secret": true}
+
+// httpInput is the tool_call input of an HTTP call: its method, URL without
+// query, query parameters (credentials redacted) and body.
+func httpInput(req *http.Request, body []byte) trace.Value {
+	u := *req.URL
+	u.RawQuery, u.Fragment, u.User = "", "", nil
+	ms := []trace.Member{
+		{Key: "method", Value: trace.StringValue(req.Method)},
+		{Key: "url", Value: trace.StringValue(u.String())},
+	}
+	if q := req.URL.Query(); len(q) > 0 {
+		var ps []trace.Member
+		for k, vs := range q {
+			es := make([]trace.Value, len(vs))
+			for i, v := range vs {
+				if secretParams[strings.ToLower(k)] {
+					v = trace.Redacted
+				}
+				es[i] = trace.StringValue(v)
+			}
+			a, _ := trace.ArrayValue(es...)
+			ps = append(ps, trace.Member{Key: k, Value: a})
+		}
+		qv, _ := trace.ObjectValue(ps...)
+		ms = append(ms, trace.Member{Key: "query", Value: qv})
+	}
+	if len(body) > 0 {
+		ms = append(ms, trace.Member{Key: "body", Value: requestInput(body)})
+	}
+	v, _ := trace.ObjectValue(ms...)
+	return v
+}
+
+// call handles a request made with a session in the context: the dispatch
+// and events of Session.dependency, split in two so that a stream reaches
+// the agent while it arrives and its response is recorded when it ends.
+func (t *transport) call(sc *scope, req *http.Request, e endpoint) (*http.Response, error) {
 	body, err := readBody(req)
 	if err != nil {
 		return nil, fmt.Errorf("replay.Transport: %s %s: the request body cannot be read: %w", req.Method, req.URL.Redacted(), err)
 	}
-	raw := requestInput(body)
 	s := sc.s
-	ic := intercept{kind: KindLLM, provider: provider, model: modelOf(raw, req.URL.Path)}
-	ic.input, ic.parent, ic.node, ic.path = redacted(raw), sc.parent, sc.node, sc.path
+	var ic intercept
+	var raw trace.Value
+	if e.wire == 0 {
+		raw = httpInput(req, body)
+		ic = intercept{kind: KindTool, name: httpTool}
+	} else {
+		raw = requestInput(body)
+		ic = intercept{kind: KindLLM, provider: e.provider, model: e.modelOf(raw, req.URL.Path)}
+	}
 
 	s.mu.Lock()
+	raw = s.minted.canonical(raw)
+	ic.input, ic.parent, ic.node, ic.path = redacted(raw), sc.parent, sc.node, sc.path
 	d := s.dispatchLocked(&ic)
 	input, model := raw, ic.model
 	if !d.input.IsAbsent() {
-		input, body = d.input, d.input.Bytes()
+		input, body = d.input, s.minted.toLive(d.input).Bytes()
 	}
 	if d.model != "" {
 		model = d.model
@@ -259,6 +333,7 @@ func (t *transport) modelCall(sc *scope, req *http.Request, provider string) (*h
 	case actServe:
 		s.appendServedLocked(&ic, callID, model, d)
 		cr := s.noteCallLocked(&ic, callID, Served, d.rec)
+		s.minted.bindServed(d.value)
 		s.mu.Unlock()
 		if d.failure != nil {
 			err := &TransportError{Type: d.failure.Type, Message: d.failure.Message}
@@ -267,8 +342,8 @@ func (t *transport) modelCall(sc *scope, req *http.Request, provider string) (*h
 		}
 		resp, err := servedResponse(req, d.value)
 		if err != nil {
-			e := &MismatchError{Kind: KindLLM, Label: ic.label(), Step: -1,
-				msg: fmt.Sprintf("recorded output of llm '%s' is not an HTTP response recorded by replay.Transport: %v", ic.label(), err)}
+			e := &MismatchError{Kind: ic.kind, Label: ic.label(), Step: -1,
+				msg: fmt.Sprintf("recorded output of %s '%s' is not an HTTP response recorded by replay.Transport: %v", ic.kind, ic.label(), err)}
 			s.note(e)
 			s.observeAnswered(req.Context(), &ic, cr, model, e)
 			return nil, e
@@ -295,15 +370,25 @@ func (t *transport) modelCall(sc *scope, req *http.Request, provider string) (*h
 		return nil, d.err
 	}
 	cr := s.noteCallLocked(&ic, callID, Executed, d.rec)
+	var corr *Recorded
+	if e.wire != 0 {
+		corr = s.correspondingLocked(&ic, &d)
+	}
 	s.mu.Unlock()
 
+	ctx, slot := sc.child(req.Context(), callID, sc.node, string(ic.kind), ic.label(), e.wire != 0)
 	var ci *CallInfo
 	if s.obs != nil {
 		ci = observed(&ic, cr, model)
-		req = req.WithContext(s.obs.StartCall(req.Context(), ci))
+		ctx = s.obs.StartCall(ctx, ci)
 	}
-	pc := &pendingCall{s: s, ic: ic, callID: callID, model: model, start: time.Now(), ctx: req.Context(), ci: ci}
-	return t.live(req, body, pc)
+	pc := &pendingCall{s: s, t: t, ic: ic, callID: callID, model: model, wire: e.wire, corr: corr,
+		slot: slot, start: time.Now(), ctx: ctx, ci: ci}
+	u := req.URL
+	if e.wire == wireGemini && model != ic.model {
+		u = withGeminiModel(u, model)
+	}
+	return t.live(req.WithContext(ctx), u, body, pc)
 }
 
 func readBody(req *http.Request) ([]byte, error) {
@@ -315,8 +400,9 @@ func readBody(req *http.Request) ([]byte, error) {
 }
 
 // live sends the request through base and records the response.
-func (t *transport) live(req *http.Request, body []byte, pc *pendingCall) (resp *http.Response, err error) {
+func (t *transport) live(req *http.Request, u *url.URL, body []byte, pc *pendingCall) (resp *http.Response, err error) {
 	out := req.Clone(req.Context())
+	out.URL = u
 	out.Body, out.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
 	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	out.Header.Del("Accept-Encoding")
@@ -346,12 +432,7 @@ func (t *transport) live(req *http.Request, body []byte, pc *pendingCall) (resp 
 	}
 	b, rerr := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	out2 := withBody(head, b, pc.bodyError(rerr))
-	var u *Usage
-	if resp.StatusCode/100 == 2 {
-		u = usageOf(out2.Get("body"))
-	}
-	pc.succeed(out2, u)
+	pc.succeed(withBody(head, b, pc.bodyError(rerr)))
 	resp.Body = &bodyReader{data: b, err: rerr}
 	return resp, nil
 }
@@ -360,9 +441,13 @@ func (t *transport) live(req *http.Request, body []byte, pc *pendingCall) (resp 
 // written yet.
 type pendingCall struct {
 	s      *session
+	t      *transport
 	ic     intercept
 	callID string
 	model  string
+	wire   wire       // 0 for an HTTP call
+	corr   *Recorded  // the recorded call this one stands in for, if any
+	slot   *usageSlot // where the base RoundTripper's ReportUsage writes
 	start  time.Time
 	ctx    context.Context // the request's
 	once   sync.Once
@@ -403,19 +488,103 @@ func (pc *pendingCall) bodyError(err error) trace.Member {
 	return trace.Member{Key: "body_error", Value: v}
 }
 
-// succeed writes the llm_response, unless the run has already ended.
-func (pc *pendingCall) succeed(out trace.Value, u *Usage) {
+// succeed writes the llm_response (the tool_result of an HTTP call), unless
+// the run has already ended. The output of a model call gets the message
+// it assembles ("message") and the live ids it minted that stand for
+// recorded ones ("ids"); its usage is read from the response, or is what the
+// base RoundTripper reported, and is priced with the transport's Prices.
+func (pc *pendingCall) succeed(out trace.Value) {
 	pc.once.Do(func() {
-		defer pc.observeEnd(nil, u)
+		var u *Usage
+		defer func() { pc.observeEnd(nil, u) }() // after the lock is released
 		ms := time.Since(pc.start).Milliseconds()
+		var a assembled
+		var rec []mintedID
+		if pc.wire != 0 {
+			a = assemble(pc.wire, out)
+			if pc.corr != nil && a.ok {
+				rec = recordedIDs(pc.wire, pc.corr.Output)
+			}
+		}
 		s := pc.s
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if s.tr.Status != trace.RunRunning {
 			return
 		}
-		s.appendResultLocked(&pc.ic, pc.callID, pc.model, trace.StatusOK, out, &ms, u)
+		if pc.wire == 0 {
+			s.appendResultLocked(&pc.ic, pc.callID, pc.model, trace.StatusOK, out, &ms, nil)
+			return
+		}
+		u = a.msg.Usage
+		if a.ok {
+			made := s.minted.pairIDs(a.minted, rec)
+			for i, tc := range a.msg.ToolCalls {
+				if r, ok := s.minted.canon[tc.ID]; ok {
+					a.msg.ToolCalls[i].ID = r
+				}
+			}
+			extra := []trace.Member{{Key: "message", Value: trace.MustValueOf(a.msg)}}
+			if len(made) > 0 {
+				ids, _ := trace.ObjectValue(made...)
+				extra = append(extra, trace.Member{Key: "ids", Value: ids})
+			}
+			out = withMembers(out, extra...)
+		}
+		if pc.slot != nil && pc.slot.set {
+			u = &pc.slot.usage
+		}
+		cost := pc.cost(u)
+		s.appendResponseLocked(&pc.ic, pc.callID, pc.model, out, &ms, u, cost)
+		if u != nil && cost != nil {
+			priced := *u
+			priced.CostUSD = *cost
+			u = &priced
+		}
 	})
+}
+
+// cost is the cost of a call's usage: reported, or from the price of its
+// model; nil when neither is known.
+func (pc *pendingCall) cost(u *Usage) *float64 {
+	if u == nil {
+		return nil
+	}
+	if u.CostUSD > 0 {
+		c := u.CostUSD
+		return &c
+	}
+	p, ok := pc.t.price(trace.LLMLabel(pc.ic.provider, pc.model), pc.model)
+	if !ok {
+		return nil
+	}
+	c := p.cost(*u)
+	return &c
+}
+
+// withMembers is the object o with ms added (replacing members of the same
+// keys).
+func withMembers(o trace.Value, ms ...trace.Member) trace.Value {
+	all := make([]trace.Member, 0, o.Len()+len(ms))
+	for k, v := range o.Members() {
+		if !slices.ContainsFunc(ms, func(m trace.Member) bool { return m.Key == k }) {
+			all = append(all, trace.Member{Key: k, Value: v})
+		}
+	}
+	out, err := trace.ObjectValue(append(all, ms...)...)
+	if err != nil {
+		return o
+	}
+	return out
+}
+
+// appendResponseLocked writes the llm_response of a live model call.
+func (s *session) appendResponseLocked(ic *intercept, callID, model string, out trace.Value, ms *int64, u *Usage, cost *float64) {
+	ev := trace.Event{Type: trace.LLMResponse, ParentID: callID, Model: model, Status: trace.StatusOK, Output: out, DurationMS: ms, CostUSD: cost}
+	if u != nil {
+		ev.PromptTokens, ev.CompletionTokens, ev.TotalTokens = nonZero(u.PromptTokens), nonZero(u.CompletionTokens), nonZero(u.TotalTokens)
+	}
+	s.appendLocked(ev)
 }
 
 // fail writes the error event of a call that got no response.
@@ -535,11 +704,7 @@ func (r *recordingStream) finishLocked(err error, closed bool) {
 		ms = append(ms, trace.Member{Key: "closed_early", Value: trace.BoolValue(true)})
 	}
 	out, _ := trace.ObjectValue(ms...)
-	var u *Usage
-	if st, _ := out.Get("status").Int(); st/100 == 2 {
-		u = streamUsage(r.sse.frames)
-	}
-	r.pc.succeed(out, u)
+	r.pc.succeed(out)
 }
 
 // bodyReader is a response body of known bytes followed by err (io.EOF when
@@ -710,68 +875,6 @@ func servedResponse(req *http.Request, v trace.Value) (*http.Response, error) {
 	}
 	resp.Body = &bodyReader{data: b, err: berr}
 	return resp, nil
-}
-
-// usageOf reads the token counts of a response body's "usage" object
-// (OpenAI chat: prompt_tokens, completion_tokens, total_tokens; OpenAI
-// responses and Anthropic: input_tokens, output_tokens).
-func usageOf(body trace.Value) *Usage {
-	var u Usage
-	if !addUsage(&u, body.Get("usage")) {
-		return nil
-	}
-	return &u
-}
-
-// streamUsage collects the token counts of a stream: a chat chunk's
-// "usage", a response.completed event's response.usage, Anthropic's
-// message_start message.usage and message_delta usage. Later counts replace
-// earlier ones.
-func streamUsage(frames []trace.Value) *Usage {
-	var u Usage
-	found := false
-	for _, f := range frames {
-		d := f.Get("data")
-		if d.Kind() != trace.Object {
-			continue
-		}
-		for _, us := range [...]trace.Value{d.Get("usage"), d.Get("message").Get("usage"), d.Get("response").Get("usage")} {
-			if addUsage(&u, us) {
-				found = true
-			}
-		}
-	}
-	if !found {
-		return nil
-	}
-	return &u
-}
-
-func addUsage(u *Usage, us trace.Value) bool {
-	if us.Kind() != trace.Object {
-		return false
-	}
-	count := func(keys ...string) int64 {
-		for _, k := range keys {
-			if n, ok := us.Get(k).Int(); ok && n > 0 {
-				return n
-			}
-		}
-		return 0
-	}
-	found := false
-	if n := count("prompt_tokens", "input_tokens"); n > 0 {
-		u.PromptTokens, found = n, true
-	}
-	if n := count("completion_tokens", "output_tokens"); n > 0 {
-		u.CompletionTokens, found = n, true
-	}
-	if n := count("total_tokens"); n > 0 {
-		u.TotalTokens = n
-	} else if found {
-		u.TotalTokens = u.PromptTokens + u.CompletionTokens
-	}
-	return found
 }
 
 // TransportError is a failure of a model call made through Transport, served

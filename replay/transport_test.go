@@ -445,7 +445,7 @@ func deref(p *int64) int64 {
 	return *p
 }
 
-func TestTransportPassesOtherRequestsThrough(t *testing.T) {
+func TestTransportRecordsOtherRequestsAsHTTPCalls(t *testing.T) {
 	t.Parallel()
 	f := newFakeLLM(t)
 	base := newBase(t)
@@ -454,7 +454,7 @@ func TestTransportPassesOtherRequestsThrough(t *testing.T) {
 		{path: "/v1/embeddings", body: `{"model":"text-embedding-3-small","input":"x"}`},
 		{path: "/v1/messages/count_tokens", body: `{"model":"claude","messages":[]}`},
 		{method: http.MethodGet, path: "/v1/chat/completions"},
-		{path: "/other"},
+		{path: "/other?key=GOOGLEKEY123&alt=json"},
 	}
 	want := []exchange{
 		{Status: 200, CT: "application/json", Body: `{"data":[{"id":"gpt-4o","object":"model"}],"object":"list"}`},
@@ -481,17 +481,53 @@ func TestTransportPassesOtherRequestsThrough(t *testing.T) {
 	assert.Equal(t, 200, resp.StatusCode)
 	client.CloseIdleConnections()
 
-	// In a session: neither recorded nor served; they reach the server on
-	// record and on frozen replay alike.
+	// In a session: recorded as "http" tool calls, served by a frozen
+	// replay without a request.
 	rec, err := replay.Record(context.Background(), "pass", nil, agent)
 	require.NoError(t, err)
 	assert.Equal(t, want, rec.Output)
-	assert.Equal(t, []trace.EventType{trace.RunStart, trace.RunEnd}, types(rec.Trace))
+	var tools []trace.Event
+	for _, ev := range rec.Trace.Events {
+		if ev.Type == trace.ToolCall {
+			tools = append(tools, ev)
+		}
+	}
+	require.Len(t, tools, 5)
+	for _, ev := range tools {
+		assert.Equal(t, "http", ev.Name)
+	}
+	assert.Equal(t, "POST", mustStr(t, tools[1].Input.Get("method")))
+	assert.Equal(t, `{"alt":["json"],"key":["[REDACTED]"]}`, tools[4].Input.Get("query").Canonical())
+	assert.NotContains(t, string(mustSave(t, rec.Trace)), "GOOGLEKEY123")
 	before := f.requests.Load()
 	res, err := replay.Replay(context.Background(), rec.Trace, agent)
 	require.NoError(t, err)
 	assert.Equal(t, want, res.Output)
-	assert.Equal(t, before+5, f.requests.Load())
+	assert.Equal(t, before, f.requests.Load(), "a frozen replay sends nothing")
+	assert.Equal(t, 5, res.Served)
+}
+
+func mustStr(t *testing.T, v trace.Value) string {
+	t.Helper()
+	s, ok := v.Str()
+	require.True(t, ok, "%s is not a string", v)
+	return s
+}
+
+// mustSave is the bytes of tr's saved bundle files, concatenated.
+func mustSave(t *testing.T, tr *trace.Trace) []byte {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "b.sftrace")
+	require.NoError(t, tr.Save(dir))
+	var all []byte
+	ents, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		require.NoError(t, err)
+		all = append(all, b...)
+	}
+	return all
 }
 
 func types(tr *trace.Trace) []trace.EventType {
