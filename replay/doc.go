@@ -133,15 +133,19 @@
 //
 // [Transport](base) is an [http.RoundTripper] that records and serves the
 // model calls an agent makes over HTTP (OpenAI chat completions and
-// responses, Anthropic messages; JSON bodies, and server-sent event streams
-// frame by frame, a broken stream breaking the same way on replay), so that
-// an agent built on an official SDK is recorded by handing the SDK an
-// [http.Client] that uses it:
+// Responses, Anthropic messages, Gemini generateContent; JSON bodies, and
+// server-sent event streams frame by frame, a broken stream breaking the
+// same way on replay), so that an agent built on an official SDK is recorded
+// by handing the SDK an [http.Client] that uses it:
 //
 //	client := openai.NewClient(option.WithHTTPClient(&http.Client{Transport: replay.Transport(nil)}))
 //
 // The request body is the llm_request input, the response (status, a few
-// harmless headers, body or frames) the llm_response output; no request
-// header is recorded, so API keys never reach a trace. Other requests pass
-// through. See [Transport] for the recorded shape and the errors served back.
+// harmless headers, body or frames) and the message it says the
+// llm_response output; no request header is recorded, so API keys never
+// reach a trace. The message, not the raw response, is the call's
+// behaviour; ids the provider mints are bound to the recorded ones they
+// stand for; [Prices] gives calls a cost. Other requests are recorded as
+// "http" tool calls, so a frozen replay sends nothing. See [Transport] for
+// the recorded shape and the errors served back.
 package replay

@@ -24,52 +24,64 @@ import (
 
 // Transport returns an http.RoundTripper that records and replays the model
 // calls an agent makes over HTTP, so that an agent built on an official SDK
-// (openai-go, anthropic-sdk-go, or any OpenAI-compatible client) is recorded
-// by giving the SDK an http.Client that uses it:
+// (openai-go, anthropic-sdk-go, google.golang.org/genai, or any
+// OpenAI-compatible client) is recorded by giving the SDK an http.Client
+// that uses it:
 //
 //	httpClient := &http.Client{Transport: replay.Transport(nil)}
 //	client := openai.NewClient(option.WithHTTPClient(httpClient))
 //
-// base sends the requests that run live (nil: http.DefaultTransport). The
-// session is the one in the request's context (SDKs pass the context of the
-// call on as the request's); with no session there, or for a request that is
-// not a model call, Transport is base: the request passes through untouched,
+// base sends the requests that run live (nil: http.DefaultTransport); opts
+// are TransportOptions (Prices). The session is the one in the request's
+// context (SDKs pass the context of the call on as the request's); with no
+// session there, Transport is base: the request passes through untouched,
 // unrecorded and never blocked.
 //
 // # Model calls
 //
 // A POST whose URL path ends in one of these is a model call:
 //
-//	/chat/completions   OpenAI chat completions (also Azure, Gemini's OpenAI endpoint, Ollama, vLLM…)
-//	/v1/responses       OpenAI responses
-//	/v1/messages        Anthropic messages
+//	/chat/completions                 OpenAI chat completions (also Azure, Ollama, vLLM, Gemini's OpenAI endpoint…)
+//	/v1/responses                     OpenAI Responses
+//	/v1/messages                      Anthropic messages
+//	/models/<model>:generateContent   Gemini (also :streamGenerateContent?alt=sse; Vertex AI paths)
 //
 // Base URLs with prefixes work (http://localhost:11434/v1/chat/completions,
-// https://api.groq.com/openai/v1/chat/completions). Everything else, such as
-// GET /v1/models, passes through.
+// https://api.groq.com/openai/v1/chat/completions).
 //
 // The provider is named after the host for known hosts (api.openai.com
 // "openai", api.anthropic.com "anthropic", *.openai.azure.com "azure",
 // api.groq.com "groq", api.mistral.ai "mistral", api.deepseek.com
 // "deepseek", openrouter.ai "openrouter", api.together.xyz "together",
 // api.fireworks.ai "fireworks", api.x.ai "xai",
-// generativelanguage.googleapis.com "google"); otherwise it is "anthropic"
-// for /v1/messages and "openai" for the OpenAI-compatible paths. The model is
-// the request body's "model"; without one, an Azure deployment name from the
-// path (/deployments/<name>/), else "unknown". [Hybrid] names these calls
-// as "provider/model".
+// generativelanguage.googleapis.com "google", *aiplatform.googleapis.com
+// "vertex"); otherwise it is "anthropic" for /v1/messages, "google" for
+// Gemini paths and "openai" for the OpenAI-compatible paths. The model is
+// the one in a Gemini path, else the request body's "model"; without one,
+// an Azure deployment name from the path (/deployments/<name>/), else
+// "unknown". [Hybrid] names these calls as "provider/model".
+//
+// # Other requests
+//
+// Every other request made with a session in the context (GET /v1/models,
+// an embeddings call, a webhook) is an HTTP call: a tool call named "http"
+// whose input is {"method", "url" (without its query), "query" (values of
+// credential parameters such as key and token redacted), "body"} and whose
+// result is the response, recorded like a model call's. A replay serves it
+// like any tool call: a frozen replay sends no request at all, and a fork's
+// tail runs it only under fork.Allow("http").
 //
 // # What is recorded
 //
 // The llm_request input is the request body: its JSON, or a JSON string for
 // a body that is not JSON. No request header is recorded, so
-// Authorization, x-api-key, api-key, OpenAI-Organization, cookies and the
-// like never reach a trace; redaction (package trace) applies to the bodies
-// as to every payload.
+// Authorization, x-api-key, api-key, x-goog-api-key, OpenAI-Organization,
+// cookies and the like never reach a trace; redaction (package trace)
+// applies to the bodies as to every payload.
 //
 // The llm_response output is the HTTP response, whatever its status (a 429
-// or a 500 is a response like any other; its token counts are filled from a
-// "usage" object when the body has one):
+// or a 500 is a response like any other), and, for a 2xx response of a
+// known wire format, the message it says:
 //
 //	{"status": 200,
 //	 "headers": {"content-type": "application/json", "x-request-id": "…"},
@@ -84,11 +96,44 @@ import (
 //	 "stream_tail": "data: {\"cho"  bytes after the last complete frame
 //	 "body_error": {"type": "ConnectionReset", "message": "…"}
 //	                              reading the body failed after what is recorded
-//	 "closed_early": true}        the agent closed a stream before its end
+//	 "closed_early": true         the agent closed a stream before its end
+//	 "message": {"content": "…", "reasoning": "…",
+//	             "tool_calls": [{"id": "call_…", "name": "…", "arguments": {…}}],
+//	             "finish_reason": "stop", "usage": {"prompt_tokens": 100, …}}
+//	                              what the model said, the same for every wire
+//	                              format, streamed or not (a stream as the
+//	                              message its frames assemble)
+//	 "ids": {"call_live…": "call_recorded…"}}
+//	                              live ids the provider minted that stand for
+//	                              ids of the recording (see below)
 //
-// Only these response headers are recorded: content-type, retry-after,
-// retry-after-ms, x-should-retry, x-request-id, request-id and the
-// x-ratelimit-* and anthropic-ratelimit-* families (values joined with ", ").
+// The message is the call's behaviour: the diff (package trace) compares it
+// in place of the raw response, so response ids, created times, system
+// fingerprints, request ids and rate-limit headers, which change on every
+// call, are not differences. Only these response headers are recorded:
+// content-type, retry-after, retry-after-ms, x-should-retry, x-request-id,
+// request-id and the x-ratelimit-* and anthropic-ratelimit-* families
+// (values joined with ", ").
+//
+// The event's token counts come from the response's usage (OpenAI usage,
+// Anthropic usage with its cache reads and writes, Gemini usageMetadata with
+// its cached and thoughts tokens; for a stream, the usage its frames
+// report), or from ReportUsage called in base with the request's context;
+// its cost from Prices.
+//
+// # Ids the provider mints
+//
+// A response carries ids the provider minted (chatcmpl-…, resp_…, msg_…,
+// call_…, toolu_…, fc_…) and the agent sends some back (tool_call_id,
+// tool_use_id, call_id, previous_response_id). When a call runs live in a
+// replay or a fork, each id its response mints is bound, kind by kind in
+// order, to the id of the recorded response it stands in for (the call
+// matched, else the recorded call of the same label and occurrence); the
+// output's "ids" keeps the bindings. From then on a request that carries a
+// live id is matched, memoized, guarded and recorded as if it carried the
+// recorded id (the server still gets the live one), and the message names
+// the recorded id. A served response binds the ids its recording kept, so a
+// replay of a fork's trace reads the same.
 //
 // A request that fails without a response (a timeout, a reset connection, a
 // refused connection, a canceled context) is a failed model call: an error
@@ -117,8 +162,9 @@ import (
 //
 // Directors see these calls as model calls whose Input is the request body:
 // a fork patches the prompt, the model or the temperature by patching that
-// JSON (Action.WithInput, with WithModel for the event's model), and the
-// patched body is what is sent.
+// JSON (Action.WithInput, with WithModel for the event's model; a Gemini
+// call's model is patched in its URL path), and the patched body is what is
+// sent.
 //
 // While recording (and for live calls), a stream reaches the agent as it
 // arrives; its llm_response is written when the agent reads it to the end
