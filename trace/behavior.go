@@ -37,6 +37,14 @@ const (
 // [Trace.Calls] pairs them (output null and status skipped when nothing
 // did). Ids, run ids, timestamps, durations, hashes, tokens and costs are not
 // part of a step.
+//
+// The output of a model call (or "http" tool call) recorded by
+// replay.Transport, an object with an integer "status" and a "headers"
+// object, is compared without its headers and its "ids" (which change on
+// every call); when it holds the "message" the response says, only status,
+// message, body_error and closed_early are compared: the raw body or
+// stream, with its response ids, created times and fingerprints, is not
+// behavior.
 type BehaviorStep struct {
 	Index    int      // position among the run's behavior steps
 	Type     StepType // tool, llm, state, …
@@ -80,6 +88,9 @@ func extractBehavior(tr *Trace) []BehaviorStep {
 				t = StepLLM
 			}
 			output, resultID := c.Output, ""
+			if t == StepLLM || ev.Name == "http" {
+				output = httpBehavior(output)
+			}
 			switch {
 			case c.Result >= 0:
 				resultID = evs[c.Result].ID
@@ -193,4 +204,31 @@ func object2(k1 string, v1 Value, k2 string, v2 Value) Value {
 	b = append(b, ':')
 	b = append(b, v2.raw...)
 	return Value{string(append(b, '}'))}
+}
+
+// httpBehavior is the behavior of an output recorded by replay.Transport
+// (see BehaviorStep); any other output is itself.
+func httpBehavior(out Value) Value {
+	if out.Kind() != Object {
+		return out
+	}
+	if _, ok := out.Get("status").Int(); !ok || out.Get("headers").Kind() != Object {
+		return out
+	}
+	msg := !out.Get("message").IsAbsent()
+	ms := make([]Member, 0, 4)
+	for k, v := range out.Members() {
+		switch {
+		case k == "headers" || k == "ids":
+		case !msg:
+			ms = append(ms, Member{Key: k, Value: v})
+		case k == "status" || k == "message" || k == "body_error" || k == "closed_early":
+			ms = append(ms, Member{Key: k, Value: v})
+		}
+	}
+	b, err := ObjectValue(ms...)
+	if err != nil {
+		return out
+	}
+	return b
 }
