@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/stepfork/stepfork/internal/rawline"
 	"github.com/stepfork/stepfork/trace"
 )
 
@@ -179,7 +180,10 @@ func forkPath(path string, cut Cut, cfg *traceConfig) (*Result, error) {
 	if err := checkOutput(cfg.out, path); err != nil {
 		return nil, err
 	}
-	r, err := trace.Open(path)
+	// The lines are decoded and checked on every core and come back in
+	// file order, each noted as in saved form or not; payloads are only
+	// hashed unless an event is decoded in full.
+	r, err := trace.Open(path, rawline.CheckSavedForm[trace.OpenOption](), trace.SkipPayloads(), trace.Workers(runtime.GOMAXPROCS(0)))
 	if err != nil {
 		return nil, err
 	}
@@ -188,18 +192,11 @@ func forkPath(path string, cut Cut, cfg *traceConfig) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.CheckSavedForm()
-	r.SkipPayloads()
-	// Nobody here asks for the digest of events.jsonl; the lines are
-	// decoded and checked on every core, and come back in file order.
-	r.SkipDigest()
-	r.DecodeOn(runtime.GOMAXPROCS(0))
 	src := &source{
 		manifest:   r.Manifest(),
 		redactions: r.Redactions,
 		events:     r.Events(),
-		savedForm:  r.SavedForm,
-		rawLine:    r.RawLine,
+		rawLine:    func() ([]byte, bool) { return rawline.Line(r) },
 		decode:     r.Decode,
 		parentPath: path,
 		parentFork: parentFork,
@@ -263,15 +260,15 @@ func samePath(a, b string) bool {
 
 // source is a trace being forked: its manifest and redactions, and its
 // events as a stream read at most once. A bundle read from disk also says
-// whether the current event's line is already what Save writes (savedForm,
-// rawLine) and decodes it in full on demand (decode); a loaded trace has
+// whether the current event's line is already what Save writes (rawLine,
+// through internal/rawline) and decodes it in full on demand (decode); a
+// loaded trace has
 // neither, since its events are decoded and need the full path.
 type source struct {
 	manifest   trace.Manifest
 	redactions func() []trace.RedactionEntry
 	events     iter.Seq2[*trace.Event, error]
-	savedForm  func() bool
-	rawLine    func() []byte
+	rawLine    func() (line []byte, saved bool)
 	decode     func(*trace.Event) error
 	parentPath string
 	parentFork []byte // the parent's fork.json, if it is a fork itself
@@ -522,7 +519,12 @@ func forkSource(src *source, cut Cut, cfg *traceConfig, sc *scan, keep bool) (*m
 		}
 		prevStep = ev.Step
 		ok = ok && (ev.Type == trace.ToolResult || ev.Type == trace.LLMResponse)
-		raw := !ok && src.savedForm != nil && src.savedForm() // before ev's run id changes
+		var line []byte
+		saved := false
+		if src.rawLine != nil {
+			line, saved = src.rawLine()
+		}
+		raw := !ok && saved // before ev's run id changes
 		e := ev
 		if !raw && !keep && src.decode != nil {
 			if err := src.decode(&full); err != nil {
@@ -556,7 +558,7 @@ func forkSource(src *source, cut Cut, cfg *traceConfig, sc *scan, keep bool) (*m
 			return
 		}
 		if raw {
-			saveErr = w.WriteRaw(e, src.rawLine())
+			saveErr = rawline.WriteRaw(w, e, line)
 		} else {
 			saveErr = w.WriteEvent(e)
 		}

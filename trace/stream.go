@@ -16,11 +16,10 @@ import (
 )
 
 // Reader streams the events of a bundle one line at a time, in memory that does
-// not grow with the number of events. Open reads manifest.json and
-// redactions.json up front; Events then decodes events.jsonl lazily and hashes
-// its bytes on the way, so an integrity check needs no second read.
+// not grow with the number of events. [Open] reads manifest.json and
+// redactions.json up front; [Reader.Events] then decodes events.jsonl lazily.
 //
-//	r, err := trace.Open("run.sftrace")
+//	r, err := trace.Open("run.sftrace", trace.SkipPayloads())
 //	if err != nil { … }
 //	defer r.Close()
 //	for ev, err := range r.Events() {
@@ -42,14 +41,58 @@ type Reader struct {
 	curLine  int         // and its line number
 	curSaved bool        // and, decoding on workers, whether it is in saved form
 	curSums  payloadSums // and, decoding on workers, its payload digests
-	skip     bool        // SkipPayloads was called
+	skip     bool        // opened with SkipPayloads
 	full     *eventDecoder
-	workers  int // set by DecodeOn
+	workers  int // opened with Workers
 }
 
+// OpenOption configures [Open].
+type OpenOption func(*openConfig)
+
+type openConfig struct {
+	skipPayloads bool
+	savedForm    bool // note, for every event, whether its line is in saved form
+	digest       bool // hash events.jsonl while it is read (eventsDigest)
+	workers      int
+}
+
+// SkipPayloads makes [Reader.Events] leave the payload fields (Input,
+// Output, Before, After, Details) of the events it yields absent: every
+// payload is still parsed, checked and hashed, but not kept, which makes
+// reading about half as costly. [Reader.Decode] gives the current event in
+// full when it is needed.
+func SkipPayloads() OpenOption { return func(c *openConfig) { c.skipPayloads = true } }
+
+// Workers makes [Reader.Events] decode lines on n goroutines
+// (runtime.GOMAXPROCS(0) uses every core), as [ValidateBundle] does: one
+// goroutine cuts events.jsonl into batches of lines, the workers decode
+// them, and Events yields the events in file order, exactly as without
+// workers. Memory stays bounded by the batches in flight; when the loop
+// stops early, reading stops within a few batches and every goroutine has
+// ended by the time Events returns, and Events yields nothing more after
+// that. With n below two, lines are decoded on the caller's goroutine.
+func Workers(n int) OpenOption { return func(c *openConfig) { c.workers = n } }
+
+// checkSavedForm makes Events note, for every event, whether its line is in
+// saved form (Reader.savedForm): it hashes each payload and looks for
+// anything redaction would change, which costs about as much as validating
+// the payload hashes.
+func checkSavedForm() OpenOption { return func(c *openConfig) { c.savedForm = true } }
+
+// hashEvents makes Events hash events.jsonl while it reads it, so that
+// eventsDigest needs no second read.
+func hashEvents() OpenOption { return func(c *openConfig) { c.digest = true } }
+
 // Open opens the bundle at path for streaming. It reads and checks
-// manifest.json and redactions.json; events.jsonl is read by Events.
-func Open(path string) (*Reader, error) {
+// manifest.json and redactions.json; events.jsonl is read by
+// [Reader.Events], as opts say ([SkipPayloads], [Workers]).
+func Open(path string, opts ...OpenOption) (*Reader, error) {
+	var cfg openConfig
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
 	if err := checkBundleDir(path); err != nil {
 		return nil, err
 	}
@@ -68,26 +111,16 @@ func Open(path string) (*Reader, error) {
 	}
 	r.src, r.f = src, f
 	r.lines.reset(f, src.where(EventsFile))
+	if !cfg.digest {
+		r.lines.src.skipDigest()
+	}
+	r.workers = cfg.workers
+	r.dec.track = cfg.savedForm
+	if cfg.skipPayloads {
+		r.skip, r.dec.hashOnly = true, true
+	}
 	return r, nil
 }
-
-// SkipDigest makes Events read events.jsonl without hashing it on the way,
-// for readers that do not need EventsDigest (hashing costs about a tenth of
-// a hash-only decode). EventsDigest stays correct: it then reads the bytes
-// read so far once more to hash them. Call it before Events.
-func (r *Reader) SkipDigest() { r.lines.src.skipDigest() }
-
-// DecodeOn makes Events decode lines on the given number of goroutines
-// (runtime.GOMAXPROCS(0) uses every core), as ValidateBundle does: one
-// goroutine cuts events.jsonl into batches of lines, the workers decode
-// them (and, with CheckSavedForm, find whether each is in saved form), and
-// Events yields the events in file order, each with its RawLine, SavedForm
-// and Decode as without workers. Memory stays bounded by the batches in
-// flight; when the loop stops early, reading stops within a few batches and
-// every goroutine has ended by the time Events returns, and Events yields
-// nothing more after that. Fewer than two workers decode on the caller's
-// goroutine. Call it before Events.
-func (r *Reader) DecodeOn(workers int) { r.workers = workers }
 
 // Path returns the bundle path given to Open.
 func (r *Reader) Path() string { return r.path }
@@ -147,38 +180,24 @@ func (r *Reader) Events() iter.Seq2[*Event, error] {
 	}
 }
 
-// RawLine returns the line of events.jsonl that the event last yielded by
-// Events was decoded from, without its line ending. It is valid until the
-// loop body returns; copy it to keep it.
-func (r *Reader) RawLine() []byte { return r.cur }
-
-// CheckSavedForm makes Events note, for every event, what SavedForm needs:
-// it hashes each payload and looks for anything redaction would change,
-// which costs about as much as validating the payload hashes. Call it
-// before Events.
-func (r *Reader) CheckSavedForm() { r.dec.track = true }
-
-// SkipPayloads makes Events leave the payload fields (Input, Output,
-// Before, After, Details) of the events it yields absent: every payload is
-// still parsed, checked and hashed, but not kept, which makes reading about
-// half as costly. Decode gives the current event in full when it is
-// needed. Call it before Events.
-func (r *Reader) SkipPayloads() { r.skip, r.dec.hashOnly = true, true }
-
-// SavedForm reports whether the line of the event last yielded by Events
-// (RawLine) is byte for byte what Save writes for that event: compact, in
-// Save's key order and number formats, with payload hashes that match the
-// payloads, and with nothing that redaction would change. Such a line can
-// be copied into another bundle as it is (BundleWriter.WriteRaw); since the
-// payload hashes do not cover run_id, it may be copied under another run id.
-// It is false unless CheckSavedForm was called before Events. Bundles that
-// Save or Python stepfork wrote hold only such lines, unless they were
-// edited by hand.
-func (r *Reader) SavedForm() bool {
-	if r.workers > 1 {
-		return r.cur != nil && r.curSaved
+// rawLine returns the line of events.jsonl that the event last yielded by
+// Events was decoded from, without its line ending, and whether that line
+// is in saved form: byte for byte what Save writes for that event (compact,
+// in Save's key order and number formats, with payload hashes that match
+// the payloads, and with nothing that redaction would change). Such a line
+// can be copied into another bundle as it is (BundleWriter.writeRaw); since
+// the payload hashes do not cover run_id, it may be copied under another
+// run id. saved is false unless the Reader was opened with checkSavedForm.
+// Bundles that Save or Python stepfork wrote hold only such lines, unless
+// they were edited by hand. The line is valid until the loop body returns.
+func (r *Reader) rawLine() (line []byte, saved bool) {
+	if r.cur == nil {
+		return nil, false
 	}
-	return r.cur != nil && r.dec.savedForm(r.cur, r.curEv)
+	if r.workers > 1 {
+		return r.cur, r.curSaved
+	}
+	return r.cur, r.dec.savedForm(r.cur, r.curEv)
 }
 
 // payloadSums returns the payload digests of the event last yielded by
@@ -190,8 +209,9 @@ func (r *Reader) payloadSums() payloadSums {
 	return payloadSums{in: r.dec.sums[0], out: r.dec.sums[1]}
 }
 
-// Decode decodes the line of the event last yielded by Events again, in
-// full, into ev: with SkipPayloads, this is how to get an event's payloads.
+// Decode decodes the line of the event last yielded by [Reader.Events]
+// again, in full, into ev: with [SkipPayloads], this is how to get an
+// event's payloads.
 func (r *Reader) Decode(ev *Event) error {
 	if r.cur == nil {
 		return fmt.Errorf("%s: Decode called outside the loop over Events", r.lines.name)
@@ -202,17 +222,17 @@ func (r *Reader) Decode(ev *Event) error {
 	return r.full.decodeLine(r.cur, r.curLine, r.lines.name, ev)
 }
 
-// EventsDigest returns the SHA-256 (lowercase hex) of the bytes of
+// eventsDigest returns the SHA-256 (lowercase hex) of the bytes of
 // events.jsonl read so far; after Events has run to the end it is the digest
-// that integrity.json records. After SkipDigest it reads those bytes again
+// that integrity.json records. Without hashEvents it reads those bytes again
 // (the file is reopened if Close was called), and returns "" if that fails.
-func (r *Reader) EventsDigest() string {
+func (r *Reader) eventsDigest() string {
 	return r.lines.src.digest(r.f, r.src)
 }
 
-// Line returns the number of the line of the event last yielded by Events
+// line returns the number of the line of the event last yielded by Events
 // (1-based); without workers, the number of the last line read.
-func (r *Reader) Line() int {
+func (r *Reader) line() int {
 	if r.workers > 1 {
 		return r.curLine
 	}
@@ -277,8 +297,8 @@ func (l *lineReader) reset(r io.Reader, name string) {
 func (l *lineReader) digest() string { return l.src.digest(nil, nil) }
 
 // digestReader reads a file, counting the bytes read and, unless told to
-// skip it, hashing them. Its lock lets EventsDigest run while a goroutine
-// of DecodeOn reads.
+// skip it, hashing them. Its lock lets eventsDigest run while a goroutine
+// of Workers reads.
 type digestReader struct {
 	mu   sync.Mutex
 	r    io.Reader
@@ -371,18 +391,18 @@ func (l *lineReader) next() ([]byte, int, error) {
 
 var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
 
-// linesPerBatch is how many lines of events.jsonl a worker of DecodeOn
+// linesPerBatch is how many lines of events.jsonl a worker (Workers)
 // decodes at a time.
 const linesPerBatch = 128
 
 // lineBatch is a run of consecutive lines of events.jsonl and, once a
-// worker of DecodeOn has decoded them, their events.
+// worker (Workers) has decoded them, their events.
 type lineBatch struct {
 	data   []byte
 	ends   []int // end of each line in data
 	first  int   // number of the first line
 	events []Event
-	saved  []bool        // whether each line is in saved form (with CheckSavedForm)
+	saved  []bool        // whether each line is in saved form (with checkSavedForm)
 	sums   []payloadSums // payload digests of each event (hash-only decoding)
 	n      int           // events decoded without error
 	err    error         // the first error of the batch, decoding before reading
@@ -419,7 +439,7 @@ func (b *lineBatch) decode(d *eventDecoder, name string, skip bool) {
 	b.n = k
 }
 
-// eventsOnWorkers is Events after DecodeOn(n), n > 1.
+// eventsOnWorkers is Events with Workers(n), n > 1.
 func (r *Reader) eventsOnWorkers(yield func(*Event, error) bool) {
 	if r.done || r.f == nil {
 		return

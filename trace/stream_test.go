@@ -28,19 +28,18 @@ type streamed struct {
 // stopping after limit events when limit > 0.
 func streamBundle(t *testing.T, p string, workers int, skipPayloads, skipDigest bool, limit int) streamed {
 	t.Helper()
-	r, err := Open(p)
+	opts := []OpenOption{checkSavedForm(), Workers(workers)}
+	if skipPayloads {
+		opts = append(opts, SkipPayloads())
+	}
+	if !skipDigest {
+		opts = append(opts, hashEvents())
+	}
+	r, err := Open(p, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	r.CheckSavedForm()
-	if skipPayloads {
-		r.SkipPayloads()
-	}
-	if skipDigest {
-		r.SkipDigest()
-	}
-	r.DecodeOn(workers)
 	var got streamed
 	for ev, err := range r.Events() {
 		if err != nil {
@@ -49,28 +48,29 @@ func streamBundle(t *testing.T, p string, workers int, skipPayloads, skipDigest 
 		}
 		var full Event
 		if err := r.Decode(&full); err != nil {
-			t.Fatalf("Decode at line %d: %v", r.Line(), err)
+			t.Fatalf("Decode at line %d: %v", r.line(), err)
 		}
 		got.IDs = append(got.IDs, ev.ID)
-		got.Lines = append(got.Lines, r.Line())
-		got.Saved = append(got.Saved, r.SavedForm())
-		got.Raw = append(got.Raw, string(r.RawLine()))
+		got.Lines = append(got.Lines, r.line())
+		line, saved := r.rawLine()
+		got.Saved = append(got.Saved, saved)
+		got.Raw = append(got.Raw, string(line))
 		got.Payloads = append(got.Payloads, ev.After.Canonical()+" "+full.After.Canonical())
 		if limit > 0 && len(got.IDs) == limit {
 			return got
 		}
 	}
 	if got.Err == "" {
-		got.Digest = r.EventsDigest()
+		got.Digest = r.eventsDigest()
 	}
 	return got
 }
 
-// TestReaderDecodeOn checks that decoding on workers yields what the
+// TestReaderWorkers checks that decoding on workers yields what the
 // sequential reader yields (events, lines, saved form, errors, digest), in
 // every mode, on bundles with errors and hand-edited lines at and across
 // batch boundaries.
-func TestReaderDecodeOn(t *testing.T) {
+func TestReaderWorkers(t *testing.T) {
 	t.Parallel()
 	long := func(b *Builder) {
 		b.RunStart(map[string]any{"task": "stream"})
@@ -143,7 +143,7 @@ func TestReaderDecodeOn(t *testing.T) {
 }
 
 // TestReaderEventsDigestAfterClose checks that, without the running
-// digest, EventsDigest reads the file again even once it is closed.
+// digest, eventsDigest reads the file again even once it is closed.
 func TestReaderEventsDigestAfterClose(t *testing.T) {
 	t.Parallel()
 	p := bundleOf(t, built(t, func(b *Builder) {
@@ -157,12 +157,10 @@ func TestReaderEventsDigestAfterClose(t *testing.T) {
 	}
 	sum := sha256.Sum256(data)
 	for _, workers := range []int{0, 2} {
-		r, err := Open(p)
+		r, err := Open(p, Workers(workers))
 		if err != nil {
 			t.Fatal(err)
 		}
-		r.SkipDigest()
-		r.DecodeOn(workers)
 		n := 0
 		for _, err := range r.Events() {
 			if err != nil {
@@ -173,16 +171,16 @@ func TestReaderEventsDigestAfterClose(t *testing.T) {
 		if err := r.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if got := r.EventsDigest(); got != hex.EncodeToString(sum[:]) || n != 4 {
+		if got := r.eventsDigest(); got != hex.EncodeToString(sum[:]) || n != 4 {
 			t.Errorf("%d workers: %d events, digest %s; want 4 events and %x", workers, n, got, sum)
 		}
 	}
 }
 
-// TestReaderDecodeOnEndsItsGoroutines stops loops early, by break and by a
+// TestReaderWorkersEndItsGoroutines stops loops early, by break and by a
 // panic in the loop body, and checks that no goroutine outlives them. It
 // does not run in parallel, so the goroutine count is its own.
-func TestReaderDecodeOnEndsItsGoroutines(t *testing.T) {
+func TestReaderWorkersEndItsGoroutines(t *testing.T) {
 	p := bundleOf(t, built(t, func(b *Builder) {
 		b.RunStart("x")
 		for i := range 2000 {
@@ -197,12 +195,11 @@ func TestReaderDecodeOnEndsItsGoroutines(t *testing.T) {
 				t.Errorf("recovered %v, want a panic: %v", v, panics)
 			}
 		}()
-		r, err := Open(p)
+		r, err := Open(p, Workers(2))
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer r.Close()
-		r.DecodeOn(2)
 		k := 0
 		for _, err := range r.Events() {
 			if err != nil {

@@ -320,7 +320,11 @@ func ValidateBundle(path string, opts ...ValidateOption) *Report {
 		rep.Issues = issues
 		return rep
 	}
-	r, err := Open(path)
+	var openOpts []OpenOption
+	if cfg.integrity {
+		openOpts = append(openOpts, hashEvents())
+	}
+	r, err := Open(path, openOpts...)
 	if err != nil {
 		rep.Issues = []Issue{loadIssue(path, err)}
 		return rep
@@ -349,7 +353,7 @@ func ValidateBundle(path string, opts ...ValidateOption) *Report {
 	}
 	rep.Loaded = true
 	if cfg.integrity {
-		res := verifyBundle(path, map[string]string{EventsFile: r.EventsDigest()})
+		res := verifyBundle(path, map[string]string{EventsFile: r.eventsDigest()})
 		rep.Integrity = &res
 		if res.Status != IntegrityVerified {
 			for _, is := range res.Issues {
@@ -365,11 +369,11 @@ func ValidateBundle(path string, opts ...ValidateOption) *Report {
 // digests of its payloads when hashOnly (zero otherwise), to yield until
 // yield returns false. It returns the first error in file order. With more
 // than one worker the Reader decodes batches of lines on that many
-// goroutines (Reader.DecodeOn), one of which cuts the lines and hashes
+// goroutines (as with Workers), one of which cuts the lines and hashes
 // events.jsonl; memory stays bounded by the batches in flight.
 func decodeEvents(r *Reader, hashOnly bool, workers int, yield func(*Event, *payloadSums) bool) error {
 	r.dec.hashOnly = hashOnly
-	r.DecodeOn(workers)
+	r.workers = workers
 	for ev, err := range r.Events() {
 		if err != nil {
 			return err

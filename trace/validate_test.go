@@ -922,7 +922,7 @@ func TestDecodeEventsWorkers(t *testing.T) {
 				Digest string
 			}
 			run := func(workers, limit int) result {
-				r, err := Open(p)
+				r, err := Open(p, hashEvents())
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -938,7 +938,7 @@ func TestDecodeEventsWorkers(t *testing.T) {
 				if err != nil {
 					res.Err = err.Error()
 				} else if limit == 0 {
-					res.Digest = r.EventsDigest()
+					res.Digest = r.eventsDigest()
 				}
 				return res
 			}

@@ -14,8 +14,8 @@ import (
 
 // BundleWriter writes a bundle one event at a time, so that a bundle of any
 // size is written in memory that does not grow with its events. It is what
-// Save uses, and what a fork uses to copy the lines of its parent that need
-// no re-encoding (WriteRaw).
+// [Trace.Save] uses, and it suits a program that filters or rewrites a
+// bundle too large to load, event by event from a [Reader].
 //
 // It follows Save's rules: events are redacted and hashed as Save does,
 // totals are recomputed, and the files go into a temporary sibling
@@ -143,27 +143,27 @@ func (w *BundleWriter) WriteEvent(ev *Event) error {
 	return w.writeEncoded(&red, nil)
 }
 
-// WriteRaw writes line as the next line of events.jsonl: line must be what
-// Save writes for the event it was decoded from (Reader.SavedForm reports
-// that; Reader.RawLine gives the line), and ev is that event, which the
+// writeRaw writes line as the next line of events.jsonl: line must be what
+// Save writes for the event it was decoded from (Reader.rawLine reports
+// that and gives the line), and ev is that event, which the
 // writer counts for the totals. The one difference allowed is the run id:
 // when ev.RunID is not the run_id in line, line's run_id is rewritten to
 // ev.RunID, which leaves the payload hashes valid since they do not cover
 // it. A line that does not start with ev's id and a run_id, or that holds a
 // line break, aborts the writer.
-func (w *BundleWriter) WriteRaw(ev *Event, line []byte) error {
+func (w *BundleWriter) writeRaw(ev *Event, line []byte) error {
 	if err := w.usable(); err != nil {
 		return err
 	}
 	if bytes.IndexByte(line, '\n') >= 0 || bytes.IndexByte(line, '\r') >= 0 {
-		return w.fail(storageErr(nil, "%s: WriteRaw: the line of event %s holds a line break", w.path, ev.ID))
+		return w.fail(storageErr(nil, "%s: the copied line of event %s holds a line break", w.path, ev.ID))
 	}
 	w.buf = append(w.buf[:0], `{"id":`...)
 	w.buf = appendQuoted(w.buf, ev.ID)
 	w.buf = append(w.buf, `,"run_id":"`...)
 	head := len(w.buf)
 	if !bytes.HasPrefix(line, w.buf) {
-		return w.fail(storageErr(nil, "%s: WriteRaw: the line does not start with the id of event %s and a run_id", w.path, ev.ID))
+		return w.fail(storageErr(nil, "%s: the copied line does not start with the id of event %s and a run_id", w.path, ev.ID))
 	}
 	// The run id in the line: a JSON string, whose end is the first quote
 	// that no backslash escapes.
@@ -175,7 +175,7 @@ func (w *BundleWriter) WriteRaw(ev *Event, line []byte) error {
 		end++
 	}
 	if end >= len(line) {
-		return w.fail(storageErr(nil, "%s: WriteRaw: the line of event %s has no run_id string", w.path, ev.ID))
+		return w.fail(storageErr(nil, "%s: the copied line of event %s has no run_id string", w.path, ev.ID))
 	}
 	w.buf = appendQuoted(w.buf[:head-1], ev.RunID)
 	if bytes.Equal(w.buf[head-1:], line[head-1:end+1]) {

@@ -14,19 +14,19 @@ import (
 
 // copyRaw copies the bundle at src to dst through a BundleWriter under
 // a new run id, as a fork does: lines in Save's form are copied with
-// WriteRaw, the others decoded in full and written with WriteEvent. It
+// writeRaw, the others decoded in full and written with WriteEvent. It
 // returns how many lines were copied raw.
 func copyRaw(t *testing.T, src, dst, runID string, skip bool) int {
 	t.Helper()
-	r, err := Open(src)
+	opts := []OpenOption{checkSavedForm()}
+	if skip {
+		opts = append(opts, SkipPayloads())
+	}
+	r, err := Open(src, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	r.CheckSavedForm()
-	if skip {
-		r.SkipPayloads()
-	}
 	m := r.Manifest()
 	m.RunID = runID
 	w, err := NewBundleWriter(dst, m)
@@ -40,10 +40,10 @@ func copyRaw(t *testing.T, src, dst, runID string, skip bool) int {
 			w.Abort()
 			t.Fatal(err)
 		}
-		if r.SavedForm() {
+		if line, saved := r.rawLine(); saved {
 			raw++
 			ev.RunID = runID
-			err = w.WriteRaw(ev, r.RawLine())
+			err = w.writeRaw(ev, line)
 		} else {
 			var full Event
 			if err := r.Decode(&full); err != nil {
@@ -185,19 +185,18 @@ func TestSavedFormRefuses(t *testing.T) {
 			if tt.edit != nil {
 				editFile(t, p, EventsFile, editLine(tt.line, tt.edit))
 			}
-			r, err := Open(p)
+			r, err := Open(p, checkSavedForm())
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer r.Close()
-			r.CheckSavedForm()
 			i := 0
 			for _, err := range r.Events() {
 				if err != nil {
 					t.Fatalf("the edited bundle does not load: %v", err)
 				}
-				if got, want := r.SavedForm(), i != tt.line; got != want {
-					t.Errorf("line %d: SavedForm() = %v, want %v\n%s", i+1, got, want, r.RawLine())
+				if line, got := r.rawLine(); got != (i != tt.line) {
+					t.Errorf("line %d: saved form = %v, want %v\n%s", i+1, got, i != tt.line, line)
 				}
 				i++
 			}
@@ -215,18 +214,18 @@ func TestSavedFormRedaction(t *testing.T) {
 		b.Tool("lookup", map[string]any{"q": "Bearer abcdefgh12345"}, map[string]any{"max_tokens": 5})
 		b.RunEnd(RunCompleted, nil)
 	}))
-	r, err := Open(p)
+	r, err := Open(p, checkSavedForm())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	r.CheckSavedForm()
 	var got []bool
 	for _, err := range r.Events() {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got = append(got, r.SavedForm())
+		_, saved := r.rawLine()
+		got = append(got, saved)
 	}
 	// run_start: sensitive key; tool_call: "Bearer"; tool_result: no
 	// sensitive key (max_tokens is not one); run_end: clean.
@@ -257,12 +256,11 @@ func TestReaderSkipPayloads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := Open(p)
+	r, err := Open(p, SkipPayloads())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	r.SkipPayloads()
 	var out Event
 	if err := r.Decode(&out); err == nil {
 		t.Error("Decode before Events: no error")
@@ -328,7 +326,7 @@ func TestBundleWriterRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.WriteRaw(&tr.Events[0], []byte(`{"id":"other","run_id":"run_agent"}`)); err == nil || !strings.Contains(err.Error(), "does not start with the id of event evt_001") {
+	if err := w.writeRaw(&tr.Events[0], []byte(`{"id":"other","run_id":"run_agent"}`)); err == nil || !strings.Contains(err.Error(), "does not start with the id of event evt_001") {
 		t.Errorf("WriteRaw of another event's line: %v", err)
 	}
 	if err := w.Close(); err == nil {
