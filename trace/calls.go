@@ -191,6 +191,7 @@ func pairCalls(evs []Event) []Call {
 	}
 
 	calls := make([]Call, 0, n)
+	var provider, model, label string // the last model label, reused while it repeats
 	var legacy *legacyPairing
 	var paired []bool // tool results already answering a call
 	for i := range evs {
@@ -224,7 +225,10 @@ func pairCalls(evs []Event) []Call {
 			}
 			calls = append(calls, c)
 		case LLMRequest:
-			c := Call{Index: len(calls), Event: i, Result: -1, Failure: -1, Label: LLMLabel(ev.Provider, ev.Model), Status: StatusSkipped}
+			if ev.Provider != provider || ev.Model != model || label == "" {
+				provider, model, label = ev.Provider, ev.Model, LLMLabel(ev.Provider, ev.Model)
+			}
+			c := Call{Index: len(calls), Event: i, Result: -1, Failure: -1, Label: label, Status: StatusSkipped}
 			switch k := kidsOf(i); {
 			case k.response >= 0:
 				r := &evs[k.response]

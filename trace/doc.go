@@ -41,9 +41,13 @@
 // keys; see [RedactString]) become "[REDACTED]", recorded as
 // JSON Pointers in redactions.json and in each event's redactions list.
 //
-// # Behavior
+// # Calls, nodes and behavior
 //
-// [Trace.Behavior] reduces a run to its behavior steps: tool and model calls
+// [Trace.Calls] pairs every tool_call and llm_request with what answered it
+// (its result, or the error it failed with), by one rule that every package
+// of the module uses; [Trace.Nodes] matches node exits to their enters;
+// [TotalsOf] counts a list of events and sums its cost. [Trace.Behavior]
+// reduces a run to its behavior steps: tool and model calls
 // with their results, state changes, errors, decisions, parameters, the node
 // path and the run end, without ids, times, tokens or costs. Package
 // [github.com/stepfork/stepfork/trace/diff] aligns the behavior of two runs.
