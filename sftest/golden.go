@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -37,17 +38,22 @@ func Golden(t *testing.T, v any, opts ...autogold.Option) {
 	if err != nil {
 		t.Fatalf("sftest.Golden: %v", err)
 	}
-	file := goldenFile(t, opts)
+	file, known := goldenFile(t, opts)
+	again := runPattern(t.Name())
 	// autogold.ExpectFile is called even when the file matches: under
 	// -update -clean it deletes the golden files no test asked for.
-	if want, err := os.ReadFile(file); err == nil && bytes.Equal(want, []byte(text)) {
+	want, err := os.ReadFile(file)
+	switch {
+	case known && err == nil && bytes.Equal(want, []byte(text)):
 		// matches: nothing to say
-	} else if updating() {
+	case updating():
 		t.Logf("sftest.Golden: writing %s", file)
-	} else if os.IsNotExist(err) {
-		t.Logf("sftest.Golden: %s does not exist; create it with:\n\tgo test -run '%s' -update", file, runPattern(t.Name()))
-	} else {
-		t.Logf("sftest.Golden: the rendering differs from %s; if the change is intended, accept it with:\n\tgo test -run '%s' -update", file, runPattern(t.Name()))
+	case !known:
+		t.Logf("sftest.Golden: if the rendering differs from the golden file or the file does not exist, accept the rendering with:\n\tgo test -run '%s' -update", again)
+	case os.IsNotExist(err):
+		t.Logf("sftest.Golden: %s does not exist; create it with:\n\tgo test -run '%s' -update", file, again)
+	default:
+		t.Logf("sftest.Golden: the rendering differs from %s; if the change is intended, accept it with:\n\tgo test -run '%s' -update", file, again)
 	}
 	autogold.ExpectFile(t, autogold.Raw(text), opts...)
 }
@@ -66,14 +72,38 @@ func updating() bool {
 	return b
 }
 
-// goldenFile names the golden file in Golden's messages:
-// testdata/<test name>.golden, or "the golden file" when autogold options
-// (which are opaque) may have moved it.
-func goldenFile(t *testing.T, opts []autogold.Option) string {
-	if len(opts) > 0 {
-		return "the golden file"
+// goldenFile is the file autogold.ExpectFile compares with:
+// testdata/<test name>.golden, or the directory and name that the first
+// autogold.Dir and autogold.Name among opts give. autogold keeps them in
+// unexported string fields of its options ("dir", "name"), which are read
+// by reflection; when an option does not have that shape (another autogold
+// version), known is false and Golden's messages name no file rather than a
+// wrong one.
+func goldenFile(t *testing.T, opts []autogold.Option) (file string, known bool) {
+	dir, name := "", ""
+	for _, o := range opts {
+		rv := reflect.ValueOf(o)
+		if rv.Kind() != reflect.Pointer || rv.IsNil() || rv.Elem().Kind() != reflect.Struct {
+			return "", false
+		}
+		d, n := rv.Elem().FieldByName("dir"), rv.Elem().FieldByName("name")
+		if d.Kind() != reflect.String || n.Kind() != reflect.String {
+			return "", false
+		}
+		if dir == "" {
+			dir = d.String()
+		}
+		if name == "" {
+			name = n.String()
+		}
 	}
-	return filepath.Join("testdata", t.Name()+".golden")
+	if dir == "" {
+		dir = "testdata"
+	}
+	if name == "" {
+		name = t.Name()
+	}
+	return filepath.Join(dir, name+".golden"), true
 }
 
 // Render is the text Golden compares: a stable, human-readable rendering of

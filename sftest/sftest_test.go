@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/hexops/autogold/v2"
+
 	"github.com/stepfork/stepfork/assert"
 	"github.com/stepfork/stepfork/fork"
 	"github.com/stepfork/stepfork/replay"
@@ -404,6 +406,15 @@ func TestHelperProcessFailures(t *testing.T) {
 		{"TestChildGoldenMissing", []string{
 			"sftest.Golden: testdata/TestChildGoldenMissing/sub.golden does not exist; create it with:",
 			"go test -run '^TestChildGoldenMissing$/^sub$' -update"}},
+		{"TestChildGoldenNamed", []string{
+			"sftest.Golden: the rendering differs from testdata/named-mismatch.golden; if the change is intended, accept it with:",
+			"go test -run '^TestChildGoldenNamed$' -update",
+			"mismatch (-want +got):"}},
+		{"TestChildGoldenDirNamed", []string{
+			"sftest.Golden: the rendering differs from testdata/elsewhere/named-mismatch.golden; if the change is intended, accept it with:",
+			"mismatch (-want +got):"}},
+		{"TestChildGoldenNamedMissing", []string{
+			"sftest.Golden: testdata/elsewhere/never-written.golden does not exist; create it with:"}},
 		{"TestChildForkCheck", []string{
 			"--- FAIL: TestChildForkCheck/step1_before_'lookup'_execution_1",
 			"a null fork at step 1 (before 'lookup' execution 1) does not reproduce the base: expected the variant to behave like the base; it diverged at step 14: run 'run' changed: output.refund_id"}},
@@ -441,6 +452,23 @@ func TestChildGoldenMismatch(t *testing.T) {
 func TestChildGoldenMissing(t *testing.T) {
 	child(t)
 	t.Run("sub", func(t *testing.T) { sftest.Golden(t, loadRefund(t)) })
+}
+
+// With autogold's Name and Dir the messages name the file autogold
+// compares with.
+func TestChildGoldenNamed(t *testing.T) {
+	child(t)
+	sftest.Golden(t, loadRefund(t), autogold.Name("named-mismatch")) // holds another rendering
+}
+
+func TestChildGoldenDirNamed(t *testing.T) {
+	child(t)
+	sftest.Golden(t, loadRefund(t), autogold.Dir("testdata/elsewhere"), autogold.Name("named-mismatch"))
+}
+
+func TestChildGoldenNamedMissing(t *testing.T) {
+	child(t)
+	sftest.Golden(t, loadRefund(t), autogold.Name("never-written"), autogold.Dir("testdata/elsewhere"))
 }
 
 func TestChildForkCheck(t *testing.T) {
