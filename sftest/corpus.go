@@ -78,9 +78,9 @@ type CorpusEntry struct {
 // its bundle, and logs a summary: how many replayed, diverged (with the first
 // divergence of each) or were repaired.
 //
-// pattern is a directory, whose bundles (directories named *.sftrace, at any
-// depth) form the corpus, or a [filepath.Match] pattern such as
-// "testdata/incidents/*.sftrace". A pattern that matches no bundle fails the
+// pattern is a directory, whose bundles (directories named *.sftrace and
+// packed bundles *.sftrace.tar.gz, at any depth) form the corpus, or a
+// [filepath.Match] pattern such as "testdata/incidents/*.sftrace". A pattern that matches no bundle fails the
 // test: an empty corpus checks nothing.
 //
 // By default each bundle is replayed frozen against agent ([replay.Replay]:
@@ -155,7 +155,7 @@ func Corpus(t *testing.T, pattern string, agent replay.Agent, opts ...CorpusOpti
 }
 
 // runBundle runs one bundle's subtest and returns its outcome.
-func runBundle(t *testing.T, b corpusBundle, agent replay.Agent, check corpusCheck) (outcome corpus.Outcome, firstDiff, baseStatus, status string, cost float64) {
+func runBundle(t testing.TB, b corpusBundle, agent replay.Agent, check corpusCheck) (outcome corpus.Outcome, firstDiff, baseStatus, status string, cost float64) {
 	t.Helper()
 	tr, err := trace.Load(b.path)
 	if err != nil {
@@ -185,7 +185,7 @@ func runBundle(t *testing.T, b corpusBundle, agent replay.Agent, check corpusChe
 		}
 		return corpus.Replayed, "", baseStatus, baseStatus, 0
 	}
-	v := check(t, tr) // a check that stops the subtest (t.FailNow) never returns
+	v := check(t.(*testing.T), tr) // Corpus passes its subtest; a check that stops it (t.FailNow) never returns
 	if v == nil {
 		if t.Failed() {
 			return corpus.FailedOutcome, "", baseStatus, "", 0
@@ -212,7 +212,7 @@ func runBundle(t *testing.T, b corpusBundle, agent replay.Agent, check corpusChe
 
 // rerecord runs agent for real on tr's recorded input and replaces the bundle
 // with the new run. It returns the new trace, or nil after failing t.
-func rerecord(t *testing.T, b corpusBundle, tr *trace.Trace, agent replay.Agent) *trace.Trace {
+func rerecord(t testing.TB, b corpusBundle, tr *trace.Trace, agent replay.Agent) *trace.Trace {
 	t.Helper()
 	unlock := lockPath(b.path)
 	defer unlock()
@@ -224,10 +224,20 @@ func rerecord(t *testing.T, b corpusBundle, tr *trace.Trace, agent replay.Agent)
 	if name == "" {
 		name = filepath.Base(b.name)
 	}
-	res, err := replay.Record(t.Context(), name, input, agent, replay.SaveTo(b.path, trace.Overwrite()))
+	to := b.path
+	packed := strings.HasSuffix(to, trace.PackedSuffix)
+	if packed {
+		to = filepath.Join(t.TempDir(), "run.sftrace")
+	}
+	res, err := replay.Record(t.Context(), name, input, agent, replay.SaveTo(to, trace.Overwrite()))
 	if res == nil || res.Path == "" {
 		t.Fatalf("sftest.Corpus: recording %s again failed: %v", b.path, err)
 		return nil
+	}
+	if packed {
+		if err := trace.Pack(to, b.path, trace.Overwrite()); err != nil {
+			t.Fatalf("sftest.Corpus: packing the new recording of %s: %v", b.path, err)
+		}
 	}
 	t.Logf("sftest.Corpus: recorded %s again: %d events, %s", b.path, len(res.Trace.Events), res.Trace.Status)
 	return res.Trace
@@ -245,10 +255,12 @@ func corpusBundles(pattern string) ([]corpusBundle, error) {
 			if err != nil {
 				return err
 			}
-			if d.IsDir() && strings.HasSuffix(d.Name(), ".sftrace") {
+			if d.IsDir() && strings.HasSuffix(d.Name(), ".sftrace") || !d.IsDir() && strings.HasSuffix(d.Name(), trace.PackedSuffix) {
 				rel, _ := filepath.Rel(pattern, p)
 				out = append(out, corpusBundle{name: bundleName(rel), path: p})
-				return filepath.SkipDir
+				if d.IsDir() {
+					return filepath.SkipDir
+				}
 			}
 			return nil
 		})
@@ -262,7 +274,8 @@ func corpusBundles(pattern string) ([]corpusBundle, error) {
 		}
 		root := globRoot(pattern)
 		for _, p := range matches {
-			if fi, err := os.Stat(p); err != nil || !fi.IsDir() || !strings.HasSuffix(p, ".sftrace") {
+			fi, err := os.Stat(p)
+			if err != nil || !(fi.IsDir() && strings.HasSuffix(p, ".sftrace") || fi.Mode().IsRegular() && strings.HasSuffix(p, trace.PackedSuffix)) {
 				continue
 			}
 			rel, err := filepath.Rel(root, p)
@@ -292,7 +305,11 @@ func globRoot(pattern string) string {
 }
 
 func bundleName(rel string) string {
-	return strings.TrimSuffix(filepath.ToSlash(rel), ".sftrace")
+	rel = filepath.ToSlash(rel)
+	if n, ok := strings.CutSuffix(rel, trace.PackedSuffix); ok {
+		return n
+	}
+	return strings.TrimSuffix(rel, ".sftrace")
 }
 
 func absPath(p string) string {

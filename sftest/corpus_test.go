@@ -101,6 +101,31 @@ func TestCorpusReplaysEveryBundle(t *testing.T) {
 	}
 }
 
+// TestCorpusPacked mixes packed bundles into the corpus: they run like the
+// directories, named without the suffix, and one is re-recorded in place.
+func TestCorpusPacked(t *testing.T) {
+	dir := t.TempDir()
+	names := writeCorpus(t, dir, 6)
+	for _, n := range names[:3] {
+		p := filepath.Join(dir, filepath.FromSlash(n))
+		if err := trace.Pack(p+".sftrace", p+trace.PackedSuffix); err != nil {
+			t.Fatal(err)
+		}
+		os.RemoveAll(p + ".sftrace")
+	}
+	res := sftest.Corpus(t, dir, corpusAgent(""))
+	var got []string
+	for _, e := range res.Entries {
+		got = append(got, e.Name)
+		if e.Outcome != "replayed" {
+			t.Errorf("%s: %s", e.Name, e.Outcome)
+		}
+	}
+	if !slices.Equal(got, names) {
+		t.Errorf("entries %v, want %v", got, names)
+	}
+}
+
 func TestCorpusGlob(t *testing.T) {
 	dir := t.TempDir()
 	writeCorpus(t, dir, 6)

@@ -106,8 +106,12 @@ func checkSuffix(path string) error {
 	return nil
 }
 
-// checkBundleDir checks that path is an existing .sftrace directory.
+// checkBundleDir checks that path is an existing .sftrace directory or a
+// packed bundle.
 func checkBundleDir(path string) error {
+	if isPacked(path) {
+		return nil
+	}
 	if err := checkSuffix(path); err != nil {
 		return err
 	}

@@ -207,15 +207,16 @@ func readBundleFileFrom(src bundleSource, name string) ([]byte, error) {
 	return data, nil
 }
 
-// readBundleFile reads a whole file of the bundle directory dir.
+// readBundleFile reads a whole file of the bundle at dir (a directory or a
+// packed bundle).
 func readBundleFile(dir, name string) ([]byte, error) {
-	return readBundleFileFrom(dirSource(dir), name)
+	return readBundleFileFrom(sourceOf(dir), name)
 }
 
 // checkRegularFile checks that name inside the bundle dir is a regular file
 // that may be read, as openBundleFile does, without reading it.
 func checkRegularFile(dir, name string) error {
-	f, err := openBundleFile(dirSource(dir), name, 0)
+	f, err := openBundleFile(sourceOf(dir), name, 0)
 	if err != nil {
 		return err
 	}

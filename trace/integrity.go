@@ -193,7 +193,7 @@ func (rec *integrityRecord) verify(path string, known map[string]string) Integri
 				continue
 			}
 			var err error
-			got, err = fileDigest(dirSource(path), name)
+			got, err = fileDigest(sourceOf(path), name)
 			if err != nil {
 				fail(CodeMissingFile, unreadableMessage(name, err), name)
 				continue

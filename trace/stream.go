@@ -104,7 +104,7 @@ func Open(path string, opts ...OpenOption) (*Reader, error) {
 	if r.redactions, err = readRedactions(path); err != nil {
 		return nil, err
 	}
-	src := dirSource(path)
+	src := sourceOf(path)
 	f, err := openBundleFile(src, EventsFile, fileLimit(EventsFile))
 	if err != nil {
 		return nil, err

@@ -406,6 +406,22 @@ func verifyBundle(path string, known map[string]string) IntegrityResult {
 // missingFiles is stepfork's first bundle check: the path must be a
 // directory, and every required file must exist (all missing ones listed).
 func missingFiles(path string) []Issue {
+	if isPacked(path) {
+		var out []Issue
+		p := packedSource(path)
+		for _, name := range coreFiles {
+			f, err := p.open(name)
+			switch {
+			case err == nil:
+				f.Close()
+			case errors.Is(err, fs.ErrNotExist):
+				out = append(out, Issue{Code: CodeMissingFile, Message: fmt.Sprintf("Missing required file: %s.", p.where(name)), Location: p.where(name)})
+			default:
+				return []Issue{loadIssue(path, storageErr(err, "%s", err.Error()))}
+			}
+		}
+		return out
+	}
 	if st, err := os.Stat(path); err != nil || !st.IsDir() {
 		return []Issue{{Code: CodeMissingFile, Message: fmt.Sprintf("Missing required file: %s.", path), Location: path}}
 	}

@@ -63,7 +63,7 @@ type command struct {
 
 // commands lists the subcommands in the order help shows them.
 func commands() []*command {
-	return []*command{validateCmd, inspectCmd, pointsCmd, forkCmd, diffCmd, minimizeCmd, exportCmd, reportCmd, viewCmd}
+	return []*command{validateCmd, inspectCmd, pointsCmd, forkCmd, diffCmd, minimizeCmd, exportCmd, viewCmd, packCmd, unpackCmd, reportCmd}
 }
 
 func lookup(name string) *command {
