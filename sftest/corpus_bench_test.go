@@ -36,7 +36,9 @@ var (
 	benchScore = replay.Tool("score", func(_ context.Context, i int) (int, error) { return i * 7 % 100, nil })
 	benchAgent = replay.Typed(func(ctx context.Context, i int) (int, error) {
 		resp, err := replay.LLM(ctx, replay.Request{Model: "fake", Messages: []replay.Message{{Role: "user", Content: fmt.Sprint(i)}}},
-			func(context.Context, replay.Request) (replay.Response, error) { return replay.Response{Content: "go"}, nil })
+			func(context.Context, replay.Request) (replay.Response, error) {
+				return replay.Response{Content: "go"}, nil
+			})
 		if err != nil {
 			return 0, err
 		}
