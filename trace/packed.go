@@ -320,7 +320,9 @@ func Pack(src, dst string, opts ...SaveOption) error {
 		os.Remove(tmp.Name())
 		return storageErr(err, "%s: %v", dst, err)
 	}
-	syncDir(dir)
+	if err := syncDir(dir); err != nil {
+		return storageErr(err, "%s: syncing %s: %v", dst, dir, err)
+	}
 	return nil
 }
 
@@ -389,6 +391,9 @@ func Unpack(src, dst string, opts ...SaveOption) error {
 		return err
 	}
 	dst = filepath.Clean(dst)
+	if err := recoverLeftovers(dst); err != nil {
+		return err
+	}
 	if _, err := checkDest(dst, cfg.overwrite); err != nil {
 		return err
 	}
@@ -397,10 +402,11 @@ func Unpack(src, dst string, opts ...SaveOption) error {
 	if err != nil {
 		return err
 	}
-	tmp, err := makeTemp(dst)
+	tmp, lock, err := makeTemp(dst)
 	if err != nil {
 		return err
 	}
+	defer lock.release()
 	for _, name := range names {
 		if err := unpackFile(p, name, filepath.Join(tmp, name)); err != nil {
 			os.RemoveAll(tmp)
