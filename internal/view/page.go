@@ -87,19 +87,13 @@ func newRunSection(tr *trace.Trace, label string) *runSection {
 	if tr.Failure != nil {
 		rs.Failure = fmt.Sprintf("%s: %s (step %d)", tr.Failure.Type, tr.Failure.Message, tr.Failure.Step)
 	}
+	tot := trace.TotalsOf(tr.Events)
+	rs.ToolCalls, rs.LLMCalls = tot.ToolCalls, tot.LLMCalls
+	if tot.CostUSD != nil {
+		rs.Cost = *tot.CostUSD
+	}
 	for i := range tr.Events {
-		ev := &tr.Events[i]
-		switch ev.Type {
-		case trace.ToolCall:
-			rs.ToolCalls++
-		case trace.LLMRequest:
-			rs.LLMCalls++
-		case trace.LLMResponse:
-			rs.Tokens += tokensOf(ev)
-			if ev.CostUSD != nil {
-				rs.Cost += *ev.CostUSD
-			}
-		}
+		rs.Tokens += tr.Events[i].Tokens()
 	}
 	rs.Timeline = buildTimeline(tr)
 	rs.Static = len(rs.Timeline.Rows) <= maxStaticRows

@@ -152,13 +152,11 @@ func SweepPage(base *trace.Trace, variants []SweepVariant, link func(name string
 
 func summaryOfTrace(tr *trace.Trace) runSummary {
 	rs := runSummary{Path: tr.Path, Agent: tr.AgentName, RunID: tr.RunID, Status: string(tr.Status), Events: len(tr.Events)}
+	if tot := trace.TotalsOf(tr.Events); tot.CostUSD != nil {
+		rs.Cost = *tot.CostUSD
+	}
 	for i := range tr.Events {
-		if ev := &tr.Events[i]; ev.Type == trace.LLMResponse {
-			rs.Tokens += tokensOf(ev)
-			if ev.CostUSD != nil {
-				rs.Cost += *ev.CostUSD
-			}
-		}
+		rs.Tokens += tr.Events[i].Tokens()
 	}
 	return rs
 }

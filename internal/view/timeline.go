@@ -191,7 +191,7 @@ func buildTimeline(tr *trace.Trace) *timeline {
 					r := &evs[c.Result]
 					it.DurMS = r.DurationMS
 					if r.Type == trace.LLMResponse {
-						it.Tokens = tokensOf(r)
+						it.Tokens = r.Tokens()
 						if r.CostUSD != nil {
 							it.Cost = *r.CostUSD
 						}
@@ -422,25 +422,6 @@ func groupSumF(it *item) float64 {
 		c += m.Cost
 	}
 	return c
-}
-
-// tokensOf is an llm_response's total tokens, or prompt + completion when
-// the total is missing.
-func tokensOf(ev *trace.Event) int64 {
-	switch {
-	case ev.TotalTokens != nil:
-		return *ev.TotalTokens
-	case ev.PromptTokens != nil || ev.CompletionTokens != nil:
-		var n int64
-		if ev.PromptTokens != nil {
-			n += *ev.PromptTokens
-		}
-		if ev.CompletionTokens != nil {
-			n += *ev.CompletionTokens
-		}
-		return n
-	}
-	return 0
 }
 
 // preview is a value cut to a short line.
