@@ -32,8 +32,9 @@
 //
 // # Flags
 //
-// sftest defines one flag, -stepfork.record, and only in test binaries
-// (testing.Testing). Golden uses autogold's -update, -clean and
-// -fail-on-update, which autogold defines (-update only when no other
-// package has).
+// sftest defines its flags (-stepfork.record, -stepfork.results, and
+// -stepfork.report: where failing tests get an HTML page of what failed,
+// see ReportFlag) only in test binaries (testing.Testing). Golden uses
+// autogold's -update, -clean and -fail-on-update, which autogold defines
+// (-update only when no other package has).
 package sftest

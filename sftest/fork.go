@@ -23,10 +23,12 @@ import (
 // The test fails at once when the fork cannot run: an unresolvable fork
 // point or change, conflicting changes, an agent that panics, or an agent
 // that no longer reproduces the recorded prefix (the message starts with
-// that divergence and names its step).
+// that divergence and names its step). When the test fails, the page of
+// the variant is written where ReportFlag says.
 func Fork(t testing.TB, base *trace.Trace, at fork.At, agent replay.Agent, opts ...fork.RunOption) *fork.Variant {
 	t.Helper()
 	v, err := fork.Run(t.Context(), base, at, agent, opts...)
+	reportOnFailure(t, v)
 	if err != nil {
 		t.Fatalf("sftest.Fork: %v", err)
 	}
@@ -43,13 +45,15 @@ func Fork(t testing.TB, base *trace.Trace, at fork.At, agent replay.Agent, opts 
 // variant with its status, whether its check passed, its incurred cost and
 // its first divergence from the base. Sweep returns the sweep (for
 // instance for Golden); it fails the test at once when the sweep cannot
-// start.
+// start. A failed subtest gets the page of its variant, a failed test the
+// page of the sweep, where ReportFlag says.
 func Sweep(t *testing.T, base *trace.Trace, at fork.At, agent replay.Agent, variants []fork.Named, check func(t *testing.T, v *fork.Variant), opts ...fork.EachOption) *fork.Sweep {
 	t.Helper()
 	sw, err := fork.Each(t.Context(), base, at, agent, variants, opts...)
 	if err != nil {
 		t.Fatalf("sftest.Sweep: %v", err)
 	}
+	reportOnFailure(t, sw)
 	var mu sync.Mutex
 	results := make([]string, len(sw.Entries))
 	t.Cleanup(func() { t.Log(sweepSummary(sw, results)) })
@@ -65,6 +69,7 @@ func Sweep(t *testing.T, base *trace.Trace, at fork.At, agent replay.Agent, vari
 			if e.Variant == nil || e.Err != nil {
 				t.Fatalf("sftest.Sweep: variant %q did not run: %v", e.Name, e.Err)
 			}
+			reportOnFailure(t, e.Variant)
 			if check != nil {
 				check(t, e.Variant)
 			}

@@ -34,6 +34,7 @@ import (
 // file, so Golden is safe under t.Parallel. opts are autogold's (Name, Dir).
 func Golden(t *testing.T, v any, opts ...autogold.Option) {
 	t.Helper()
+	reportOnFailure(t, v)
 	text, err := Render(v)
 	if err != nil {
 		t.Fatalf("sftest.Golden: %v", err)

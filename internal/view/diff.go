@@ -98,3 +98,12 @@ func sideOf(b *trace.BehaviorStep) *diffSide {
 	}
 	return sd
 }
+
+// ResultPage is the page of a diff computed elsewhere (what a golden file
+// of a diff compares): the aligned steps, the first divergence and the
+// deltas, without the runs' timelines.
+func ResultPage(rd *diff.Result) *Page {
+	p := &Page{Kind: "diff", Title: "diff " + rd.Base.AgentName + " · " + rd.Base.RunID + " → " + rd.Variant.RunID}
+	p.Diff = fromRunDiff(rd)
+	return p
+}
