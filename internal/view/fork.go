@@ -3,6 +3,8 @@ package view
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/stepfork/stepfork/fork"
 	"github.com/stepfork/stepfork/trace"
@@ -181,12 +183,16 @@ func forkFromBundle(tr, base *trace.Trace) *forkSection {
 		if it.Status == "blocked" {
 			continue
 		}
-		if q := unconsumed[k]; len(q) > 0 {
+		// Only a memoized fork serves model calls, and the guard replays
+		// only the tools it does not let run.
+		servable := info.Memoize
+		if it.Kind == "tool" {
+			servable = guardReplays(info.Policy, it.Name)
+		}
+		if q := unconsumed[k]; servable && len(q) > 0 {
 			unconsumed[k] = q[1:]
-			how := "served from the recording"
-			if it.Kind == "llm" && info.Memoize {
-				how = "memo hit"
-			} else if it.Kind == "tool" {
+			how := "memo hit"
+			if it.Kind == "tool" {
 				how = "replayed by the guard"
 			}
 			fs.Served = append(fs.Served, forkServed{Step: it.Step, Kind: it.Kind, Name: it.Name, BaseStep: q[0], How: how})
@@ -201,6 +207,19 @@ func forkFromBundle(tr, base *trace.Trace) *forkSection {
 		}
 	}
 	return fs
+}
+
+// guardReplays reports whether the side-effect guard of policy (fork.json's
+// form: "replay", "block" or "allow:a,b") serves tool name from the
+// recording when the base holds the same call.
+func guardReplays(policy, name string) bool {
+	switch {
+	case policy == "block":
+		return false
+	case strings.HasPrefix(policy, "allow:"):
+		return !slices.Contains(strings.Split(strings.TrimPrefix(policy, "allow:"), ","), name)
+	}
+	return true
 }
 
 func durText(ms *int64) string {

@@ -223,13 +223,15 @@ func newChart(rows []sweepRow) chart {
 	if maxCost == 0 {
 		maxCost = 1e-4
 	}
-	span := float64(c.W - c.Left - 30)
+	span := float64(c.W - c.Left - 150) // room for the labels on the right
 	for i := range 5 {
 		v := maxCost * float64(i) / 4
 		c.Ticks = append(c.Ticks, chartTick{X: c.Left + int(span*float64(i)/4), Label: fmt.Sprintf("$%.4f", v)})
 	}
-	seen := map[[2]int]int{}
-	for _, r := range rows {
+	// Points at the same place are stacked within their band.
+	type spot struct{ x, y int }
+	at := map[spot][]int{}
+	for i, r := range rows {
 		y := 0
 		for _, b := range c.Bands {
 			if b.Label == r.Status {
@@ -237,10 +239,16 @@ func newChart(rows []sweepRow) chart {
 			}
 		}
 		x := c.Left + int(span*r.Cost/maxCost)
-		k := [2]int{x / 6, y}
-		y += (seen[k] % 3) * 8 // points at the same place are spread a little
-		seen[k]++
 		c.Points = append(c.Points, chartPoint{X: x, Y: y, Name: r.Name, Status: r.Status, Cost: r.Cost, Diverged: r.Diverged, Link: r.Link})
+		k := spot{x / 8, y}
+		at[k] = append(at[k], i)
+	}
+	for _, idx := range at {
+		n := len(idx)
+		step := min(14, (band-8)/max(n-1, 1))
+		for k, i := range idx {
+			c.Points[i].Y += (2*k - (n - 1)) * step / 2
+		}
 	}
 	return c
 }
