@@ -91,40 +91,39 @@ const pemCut = `(?:[A-Za-z0-9+/=\r\n]|\\[nrt])`
 // applied: stepfork's six (Bearer tokens after an Authorization header and
 // alone, sk-, ghp_, gho_, github_pat_) and the common ones of secret
 // scanners' default rules (gitleaks, GitHub secret scanning).
-var credentialPatterns = []struct {
-	re   *regexp.Regexp
-	keep bool // keep group 1
-}{
-	{regexp.MustCompile(`(?i)(Authorization:` + pySpace + `*Bearer` + pySpace + `+)([A-Za-z0-9._~+/=-]{8,})`), true},
-	{regexp.MustCompile(`(?i)(Bearer` + pySpace + `+)([A-Za-z0-9._~+/=-]{8,})`), true},
-	{regexp.MustCompile(`\b(sk-[A-Za-z0-9_-]{8,})\b`), false},
-	{regexp.MustCompile(`\b(ghp_[A-Za-z0-9_]{8,})\b`), false},
-	{regexp.MustCompile(`\b(gho_[A-Za-z0-9_]{8,})\b`), false},
-	{regexp.MustCompile(`\b(github_pat_[A-Za-z0-9_]{8,})\b`), false},
+//
+// stepfork's first two patterns, (?i)(Authorization:\s*Bearer\s+)(TOKEN) and
+// (?i)(Bearer\s+)(TOKEN) with TOKEN [A-Za-z0-9._~+/=-]{8,}, keep their
+// first group and replace the token; redactBearer applies both at once.
+var credentialPatterns = []*regexp.Regexp{
+	regexp.MustCompile(`\b(sk-[A-Za-z0-9_-]{8,})\b`),
+	regexp.MustCompile(`\b(ghp_[A-Za-z0-9_]{8,})\b`),
+	regexp.MustCompile(`\b(gho_[A-Za-z0-9_]{8,})\b`),
+	regexp.MustCompile(`\b(github_pat_[A-Za-z0-9_]{8,})\b`),
 	// GitHub user-to-server, server-to-server and refresh tokens.
-	{regexp.MustCompile(`\b((?:ghu|ghs|ghr)_[A-Za-z0-9_]{8,})\b`), false},
+	regexp.MustCompile(`\b((?:ghu|ghs|ghr)_[A-Za-z0-9_]{8,})\b`),
 	// GitLab personal access tokens.
-	{regexp.MustCompile(`\b(glpat-[A-Za-z0-9_-]{20,})`), false},
+	regexp.MustCompile(`\b(glpat-[A-Za-z0-9_-]{20,})`),
 	// npm access tokens.
-	{regexp.MustCompile(`\b(npm_[A-Za-z0-9]{36})\b`), false},
+	regexp.MustCompile(`\b(npm_[A-Za-z0-9]{36})\b`),
 	// AWS access key ids: long-term (AKIA), temporary (ASIA), and the
 	// other kinds' prefixes.
-	{regexp.MustCompile(`\b((?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA)[A-Z0-9]{16})\b`), false},
+	regexp.MustCompile(`\b((?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA)[A-Z0-9]{16})\b`),
 	// Google API keys.
-	{regexp.MustCompile(`\b(AIza[A-Za-z0-9_-]{35})`), false},
+	regexp.MustCompile(`\b(AIza[A-Za-z0-9_-]{35})`),
 	// Slack tokens (bot, user, app-level, refresh, configuration) and
 	// incoming webhooks.
-	{regexp.MustCompile(`\b(xox[abeoprs]-[A-Za-z0-9-]{10,})`), false},
-	{regexp.MustCompile(`\b(xapp-[A-Za-z0-9-]{10,})`), false},
-	{regexp.MustCompile(`(hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/+-]{16,})`), false},
+	regexp.MustCompile(`\b(xox[abeoprs]-[A-Za-z0-9-]{10,})`),
+	regexp.MustCompile(`\b(xapp-[A-Za-z0-9-]{10,})`),
+	regexp.MustCompile(`(hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/+-]{16,})`),
 	// Stripe secret and restricted keys.
-	{regexp.MustCompile(`\b((?:sk|rk)_(?:live|test|prod)_[A-Za-z0-9]{10,})`), false},
+	regexp.MustCompile(`\b((?:sk|rk)_(?:live|test|prod)_[A-Za-z0-9]{10,})`),
 	// JSON Web Tokens: a header and a payload that are base64url JSON
 	// objects, and a signature (empty for an unsigned token).
-	{regexp.MustCompile(`\b(eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*)`), false},
+	regexp.MustCompile(`\b(eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*)`),
 	// PEM private keys, from the BEGIN line to the END line, or to the end
 	// of what looks like the key when the block is cut short.
-	{regexp.MustCompile(`-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----(?:` + pemBody + `*?-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----|` + pemCut + `*)`), false},
+	regexp.MustCompile(`-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----(?:` + pemBody + `*?-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----|` + pemCut + `*)`),
 }
 
 // credentialAnchors are substrings of which every match of a credential
@@ -170,15 +169,55 @@ func RedactString(s string) (string, bool) {
 	if s == Redacted || !mayHoldCredential(s) {
 		return s, false
 	}
-	out := s
-	for _, p := range credentialPatterns {
-		if p.keep {
-			out = p.re.ReplaceAllString(out, "${1}"+Redacted)
-		} else {
-			out = p.re.ReplaceAllLiteralString(out, Redacted)
-		}
+	out := redactBearer(s)
+	for _, re := range credentialPatterns {
+		out = re.ReplaceAllLiteralString(out, Redacted)
 	}
 	return out, out != s
+}
+
+// bearerPrefix is "Bearer" in any case and the white space after it.
+var bearerPrefix = regexp.MustCompile(`(?i)Bearer` + pySpace + `+`)
+
+// redactBearer replaces the token after every "Bearer" (in any case) and
+// white space: a run of at least 8 of [A-Za-z0-9._~+/=-]. Python applies
+// this as two regular expressions (after "Authorization:" and alone) whose
+// results are the same; unlike their non-overlapping matches, every
+// "Bearer" counts here, even one inside the token of another, so that a
+// string joined from two redacted ones (a label "provider/model") never
+// shows a token: "p-Bearer AAAAAAAA/m-Bearer BBBBBBBB" becomes
+// "p-Bearer [REDACTED] [REDACTED]", not "p-Bearer [REDACTED] BBBBBBBB".
+func redactBearer(s string) string {
+	if !containsFoldBearer(s) {
+		return s
+	}
+	var b strings.Builder
+	last := 0
+	for _, m := range bearerPrefix.FindAllStringIndex(s, -1) {
+		start := m[1]
+		if start < last {
+			continue // inside a token already replaced
+		}
+		end := start
+		for end < len(s) && isBearerTokenByte(s[end]) {
+			end++
+		}
+		if end-start < 8 {
+			continue
+		}
+		b.WriteString(s[last:start])
+		b.WriteString(Redacted)
+		last = end
+	}
+	if last == 0 {
+		return s
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}
+
+func isBearerTokenByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("._~+/=-", c) >= 0
 }
 
 // mayNeedRedaction is a cheap filter over canonical text: a value that passes

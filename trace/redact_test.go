@@ -515,3 +515,21 @@ func TestRedactScannerPatterns(t *testing.T) {
 		}
 	}
 }
+
+// TestRedactBearerJoined checks that a Bearer token is redacted even when
+// it follows another Bearer token's characters, as in a label joined from
+// two strings, which non-overlapping regular expression matches miss.
+func TestRedactBearerJoined(t *testing.T) {
+	t.Parallel()
+	cases := []struct{ in, want string }{
+		{"p-Bearer AAAAAAAA/m-Bearer BBBBBBBB", "p-Bearer [REDACTED] [REDACTED]"},
+		{"Authorization: Bearer abcdefgh Bearer 12345678", "Authorization: Bearer [REDACTED] Bearer [REDACTED]"},
+		{"bearer abcdefgh/bearer short", "bearer [REDACTED] short"},
+		{"Bearer Bearer abcdefgh", "Bearer Bearer [REDACTED]"},
+	}
+	for _, tc := range cases {
+		if got, _ := RedactString(tc.in); got != tc.want {
+			t.Errorf("RedactString(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}

@@ -37,6 +37,7 @@ per tool call, with gen_ai.* attributes and parent links from the trace.
 State changes, markers and errors become span events. The default output is
 stdout.
 
+The trace must pass strict validation ("Trace failed validation.", exit 2).
 An existing output file is replaced only with --overwrite (exit 1 otherwise).`,
 	minArgs: 1, maxArgs: 1,
 	setup: func(fs *flag.FlagSet) func(*env, []string) int {
@@ -93,6 +94,16 @@ func (o *exportOptions) run(e *env, path string) int {
 		if o.pkg != "" && !token.IsIdentifier(o.pkg) {
 			return fail(exitInput, fmt.Sprintf("--package %q is not a Go package name.", o.pkg))
 		}
+	}
+	if rep := trace.ValidateBundle(path); !rep.Valid() {
+		if _, err := os.Stat(path); err != nil {
+			return fail(exitInput, "Unable to read trace.", redact(err.Error()))
+		}
+		lines := []string{"Trace failed validation."}
+		for _, is := range rep.Errors() {
+			lines = append(lines, fmt.Sprintf("  %s: %s", is.Code, clean(is.Message)))
+		}
+		return fail(exitInput, lines...)
 	}
 	tr, err := trace.Load(path)
 	if err != nil {
@@ -154,6 +165,7 @@ func (o *exportOptions) report(e *env, kind string, tr *trace.Trace, testName, a
 // place, refusing to replace an existing file without overwrite and never
 // replacing a directory.
 func writeOutput(dest string, data []byte, overwrite bool) (int, string) {
+	data = redactBytes(data) // the last pass, as for what is printed
 	if fi, err := os.Stat(dest); err == nil {
 		if fi.IsDir() {
 			return exitDifferent, fmt.Sprintf("Export failed: %s is a directory, not a file", dest)

@@ -77,6 +77,7 @@ func lookup(name string) *command {
 
 // run is main without os.Exit, so tests can drive it in-process too.
 func run(args []string, e *env) int {
+	defer e.flush()
 	if len(args) == 0 {
 		printHelp(e.stdout)
 		return exitOK

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -26,13 +27,73 @@ type env struct {
 // color only when stdout is a terminal and NO_COLOR is unset or empty
 // (https://no-color.org), or when CLICOLOR_FORCE asks for it (NO_COLOR wins);
 // progress only when stderr is a terminal.
+//
+// Both streams pass through a redactor: whatever a command prints, human or
+// machine-readable, is redacted once more on its way out.
 func newEnv(stdout, stderr io.Writer, getenv func(string) string) *env {
-	e := &env{stdout: stdout, stderr: stderr, getenv: getenv}
+	e := &env{stdout: &redactor{w: stdout}, stderr: &redactor{w: stderr}, getenv: getenv}
 	noColor := getenv("NO_COLOR") != ""
 	force := getenv("CLICOLOR_FORCE") != "" && getenv("CLICOLOR_FORCE") != "0"
 	e.color = !noColor && (force || (isTerminal(stdout) && getenv("TERM") != "dumb"))
 	e.errTerminal = isTerminal(stderr)
 	return e
+}
+
+// flush writes out what the redactors hold of a last line without a line
+// ending. run calls it when a command is done.
+func (e *env) flush() {
+	for _, w := range []io.Writer{e.stdout, e.stderr} {
+		if r, ok := w.(*redactor); ok {
+			r.flush()
+		}
+	}
+}
+
+// redactor is the last redaction pass of every output of the CLI: it
+// applies the credential patterns of trace.RedactString to everything
+// written through it, text and JSON, stdout and stderr, a line at a time
+// (it holds back what follows the last line ending until more comes or
+// flush). No pattern crosses a line ending or a JSON string's quote, so a
+// redacted line of JSON is still JSON. Values under sensitive keys are not
+// token-shaped; the commands redact payloads with redactValue before they
+// print them. Files the CLI writes go through redactBytes.
+type redactor struct {
+	w    io.Writer
+	held []byte
+}
+
+func (r *redactor) Write(p []byte) (int, error) {
+	i := bytes.LastIndexAny(p, "\r\n")
+	if i < 0 {
+		r.held = append(r.held, p...)
+		return len(p), nil
+	}
+	chunk := p[:i+1]
+	if len(r.held) > 0 {
+		chunk = append(r.held, chunk...)
+	}
+	_, err := r.w.Write(redactBytes(chunk))
+	r.held = append(r.held[:0], p[i+1:]...)
+	if err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+func (r *redactor) flush() {
+	if len(r.held) > 0 {
+		r.w.Write(redactBytes(r.held))
+		r.held = r.held[:0]
+	}
+}
+
+// redactBytes applies the credential patterns to b, as redactor does.
+func redactBytes(b []byte) []byte {
+	s, hit := trace.RedactString(string(b))
+	if !hit {
+		return b
+	}
+	return []byte(s)
 }
 
 // isTerminal reports whether w is a character device (a terminal), without
