@@ -136,7 +136,8 @@ type bound struct {
 	value  trace.Value
 	text   string
 	temp   float64
-	name   string // decision, parameter, approval ("" = every approval)
+	edit   promptEdit // prompt changes
+	name   string     // decision, parameter, approval ("" = every approval)
 	once   bool
 	set    []trace.Member
 	delete []string
@@ -318,6 +319,7 @@ var changeKinds = map[string]func(f *wireFields) Change{
 	"tool_result":    parseToolResult,
 	"llm_response":   parseLLMResponse,
 	"prompt":         parsePrompt,
+	"prompt_edit":    parsePromptEdit,
 	"model":          parseModel,
 	"temperature":    parseTemperature,
 	"state":          parseState,
@@ -505,23 +507,55 @@ func (c outputChange) bind(ix *index, at Resolved) (*bound, error) {
 // its target (a node name, a model label or model, or All): the system
 // prompt (Prompt), the model (Model) or the temperature (Temperature).
 type requestChange struct {
-	kind   ckind // ckPrompt, ckModel or ckTemperature
-	target string
-	text   string // the prompt or the model
-	temp   float64
+	kind    ckind // ckPrompt, ckModel or ckTemperature
+	target  string
+	text    string // the prompt (or the text a prompt edit adds) or the model
+	temp    float64
+	op      promptOp // prompt changes: replace the prompt, or edit it
+	passage string   // PromptReplace: the passage replaced
 }
 
 // Prompt replaces the system prompt of the matching model calls of the tail.
 //
-// The request is patched, not the agent: for [replay.LLM]'s request the
-// "system" field; for raw bodies ([replay.LLMRaw]) Anthropic's "system", or
-// the first message with role "system" of an OpenAI-style "messages" list
-// (one is prepended when there is none). A call made inside node target,
-// with the model label or model target, or any call for [All], matches;
-// when several changes of a kind match one call, the node's wins over the
-// label's, which wins over All.
+// The request is patched, not the agent, in the field its API reads: for
+// [replay.LLM]'s request the "system" field; for the bodies of
+// [replay.Transport] and [replay.LLMRaw], an Anthropic "system" (a string,
+// or a block array whose first text block takes the prompt, its
+// cache_control kept), the first system or developer message of an OpenAI
+// chat "messages" list (one with role system is prepended when there is
+// none), an OpenAI Responses "instructions" (or the system or developer
+// item of its "input"), or Gemini's systemInstruction parts. A call made
+// inside node target, with the model label or model target, or any call
+// for [All], matches; when several prompt changes match one call, the
+// node's wins over the label's, which wins over All. To edit the shipped
+// prompt instead of restating it, use [PromptAppend], [PromptPrepend] or
+// [PromptReplace].
 func Prompt(target, text string) Change {
 	return requestChange{kind: ckPrompt, target: target, text: text}
+}
+
+// PromptAppend adds text at the end of the system prompt of the matching
+// model calls of the tail, as it is written (add the space or newline that
+// separates it yourself). Where it lands and which calls match is as for
+// [Prompt]; a request without a prompt gets text as its prompt.
+//
+//	fork.PromptAppend("decide", "\nRefunds above the limit need approval.")
+func PromptAppend(target, text string) Change {
+	return requestChange{kind: ckPrompt, target: target, text: text, op: promptAppend}
+}
+
+// PromptPrepend adds text at the start of the system prompt of the
+// matching model calls of the tail; otherwise as [PromptAppend].
+func PromptPrepend(target, text string) Change {
+	return requestChange{kind: ckPrompt, target: target, text: text, op: promptPrepend}
+}
+
+// PromptReplace replaces every occurrence of passage in the system prompt
+// of the matching model calls of the tail with text. A call whose prompt
+// does not contain passage is left as it is, and a change that finds the
+// passage nowhere is reported unused.
+func PromptReplace(target, passage, text string) Change {
+	return requestChange{kind: ckPrompt, target: target, text: text, op: promptReplace, passage: passage}
 }
 
 // Model makes the matching model calls of the tail use model (the call's
@@ -545,6 +579,14 @@ func (c requestChange) applyEach(cfg *config) { addChange(cfg, c) }
 func (c requestChange) Describe() string {
 	switch c.kind {
 	case ckPrompt:
+		switch c.op {
+		case promptAppend:
+			return fmt.Sprintf("prompt of '%s' (appended to)", c.target)
+		case promptPrepend:
+			return fmt.Sprintf("prompt of '%s' (prepended to)", c.target)
+		case promptReplace:
+			return fmt.Sprintf("prompt of '%s' (a passage replaced)", c.target)
+		}
 		return fmt.Sprintf("prompt of '%s'", c.target)
 	case ckModel:
 		model, _ := trace.RedactString(c.text)
@@ -554,12 +596,21 @@ func (c requestChange) Describe() string {
 }
 
 // Wire is {"kind":"prompt","target":…,"system_prompt":…},
+// {"kind":"prompt_edit","target":…,"op":"append"|"prepend","text":…},
+// {"kind":"prompt_edit","target":…,"op":"replace","passage":…,"text":…},
 // {"kind":"model","target":…,"model":…} or
 // {"kind":"temperature","target":…,"temperature":…}.
 func (c requestChange) Wire() trace.Value {
 	target := trace.StringValue(c.target)
 	switch c.kind {
 	case ckPrompt:
+		switch c.op {
+		case promptAppend, promptPrepend:
+			return obj("kind", trace.StringValue("prompt_edit"), "target", target, "op", trace.StringValue(promptOps[c.op]), "text", trace.StringValue(c.text))
+		case promptReplace:
+			return obj("kind", trace.StringValue("prompt_edit"), "target", target, "op", trace.StringValue(promptOps[c.op]),
+				"passage", trace.StringValue(c.passage), "text", trace.StringValue(c.text))
+		}
 		return obj("kind", trace.StringValue("prompt"), "target", target, "system_prompt", trace.StringValue(c.text))
 	case ckModel:
 		return obj("kind", trace.StringValue("model"), "target", target, "model", trace.StringValue(c.text))
@@ -573,6 +624,29 @@ func (c requestChange) Wire() trace.Value {
 
 func parsePrompt(f *wireFields) Change {
 	return requestChange{kind: ckPrompt, target: f.str("target", false), text: f.str("system_prompt", false)}
+}
+
+// promptOps are the wire names of the prompt edits.
+var promptOps = [...]string{promptAppend: "append", promptPrepend: "prepend", promptReplace: "replace"}
+
+func parsePromptEdit(f *wireFields) Change {
+	c := requestChange{kind: ckPrompt, target: f.str("target", false), text: f.str("text", false)}
+	op := f.str("op", false)
+	switch op {
+	case "append":
+		c.op = promptAppend
+	case "prepend":
+		c.op = promptPrepend
+	case "replace":
+		c.op = promptReplace
+	default:
+		f.fail("%q must be \"append\", \"prepend\" or \"replace\", got %q", "op", op)
+	}
+	c.passage = f.str("passage", c.op != promptReplace)
+	if c.op != promptReplace && c.passage != "" {
+		f.fail("%q belongs to op \"replace\" only", "passage")
+	}
+	return c
 }
 
 func parseModel(f *wireFields) Change {
@@ -597,8 +671,11 @@ func (c requestChange) bind(*index, Resolved) (*bound, error) {
 		return nil, changeErrf(c.Describe(), "the model is empty")
 	case c.kind == ckTemperature && (math.IsNaN(c.temp) || c.temp < 0 || c.temp > 2):
 		return nil, changeErrf(c.Describe(), "a temperature is between 0 and 2")
+	case c.kind == ckPrompt && c.op == promptReplace && c.passage == "":
+		return nil, changeErrf(c.Describe(), "the passage to replace is empty")
 	}
 	return &bound{change: c, kind: c.kind, desc: c.Describe(), label: c.target, text: c.text, temp: c.temp,
+		edit:   promptEdit{op: c.op, text: c.text, passage: c.passage},
 		claims: []claim{{kind: c.kind, name: c.target}}}, nil
 }
 

@@ -20,6 +20,9 @@ func TestChangeWireForms(t *testing.T) {
 		ToolResult(OnCall("search", 2), []string{"x"}),
 		LLMResponse(OnEvent("evt_1"), replay.Response{Content: "hi"}),
 		Prompt("write", "Be terse."),
+		PromptAppend("write", " Cite sources."),
+		PromptPrepend(All, "Today is Monday. "),
+		PromptReplace("write", "terse", "brief"),
 		Model("write", "gpt-4o"),
 		Temperature(All, 0.7),
 		State{Set: map[string]any{"tone": "formal", "a": 1}, Delete: []string{"old"}},
@@ -32,6 +35,9 @@ func TestChangeWireForms(t *testing.T) {
 		`{"kind":"tool_result","output":["x"],"target":{"name":"search","occurrence":2}},` +
 		`{"kind":"llm_response","output":{"content":"hi"},"target":{"event_id":"evt_1"}},` +
 		`{"kind":"prompt","system_prompt":"Be terse.","target":"write"},` +
+		`{"kind":"prompt_edit","op":"append","target":"write","text":" Cite sources."},` +
+		`{"kind":"prompt_edit","op":"prepend","target":"*","text":"Today is Monday. "},` +
+		`{"kind":"prompt_edit","op":"replace","passage":"terse","target":"write","text":"brief"},` +
 		`{"kind":"model","model":"gpt-4o","target":"write"},` +
 		`{"kind":"temperature","target":"*","temperature":0.7},` +
 		`{"delete":["old"],"kind":"state","set":{"a":1,"tone":"formal"}},` +
@@ -47,6 +53,7 @@ func TestChangeWireForms(t *testing.T) {
 
 	descs := []string{
 		"tool result of step 4", "tool result of 'search' call 2", "model response of event evt_1", "prompt of 'write'",
+		"prompt of 'write' (appended to)", "prompt of '*' (prepended to)", "prompt of 'write' (a passage replaced)",
 		"model of 'write' → gpt-4o", "temperature of '*' → 0.7", "state set a, tone and delete old",
 		`decision 'route' → "publish", once`, "param 'max_words' → 50", "human response to 'publish' → false",
 		"human response to every approval → true",
@@ -55,7 +62,9 @@ func TestChangeWireForms(t *testing.T) {
 		assert.Equal(t, descs[i], c.Describe())
 	}
 
-	for _, bad := range []string{`{}`, `[{"kind":"nope"}]`, `[{"kind":"prompt","target":"w","text":"x"}]`, `[{"kind":"tool_result","target":3}]`, `[1]`} {
+	for _, bad := range []string{`{}`, `[{"kind":"nope"}]`, `[{"kind":"prompt","target":"w","text":"x"}]`,
+		`[{"kind":"prompt_edit","target":"w","op":"swap","text":"x"}]`, `[{"kind":"prompt_edit","target":"w","op":"append","text":"x","passage":"y"}]`,
+		`[{"kind":"prompt_edit","target":"w","op":"replace","text":"x"}]`, `[{"kind":"tool_result","target":3}]`, `[1]`} {
 		_, err := parseChanges(trace.MustParse(bad))
 		assert.ErrorIs(t, err, ErrInvalidChange, bad)
 	}

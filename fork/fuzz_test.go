@@ -46,7 +46,8 @@ func FuzzParseInfo(f *testing.F) {
 func FuzzParseChanges(f *testing.F) {
 	seeds := []Change{
 		ToolResult(OnStep(3), map[string]any{"ok": true}), LLMResponse(OnCall("gpt", 2), "text"),
-		Prompt("write", "Be brief."), Model("write", "gpt-4o"), Temperature("all", 0.2),
+		Prompt("write", "Be brief."), PromptAppend("write", " More."), PromptReplace("write", "a", "b"),
+		Model("write", "gpt-4o"), Temperature("all", 0.2),
 		State{Set: map[string]any{"a": 1}, Delete: []string{"b"}}, Decision("route", "b"), Param("n", 3),
 		HumanResponse("approved", map[string]any{"note": "ok"}),
 	}

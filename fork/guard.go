@@ -342,8 +342,10 @@ func (d *director) patch(c *replay.Call) (trace.Value, string, bool) {
 	}
 	input, model := c.Input, c.Model
 	if pick[0] != nil {
-		input = patchPrompt(input, c.Provider, pick[0].text)
-		d.applied(pick[0], c.Step)
+		var ok bool
+		if input, ok = patchPrompt(input, c.Provider, pick[0].edit); ok {
+			d.applied(pick[0], c.Step)
+		}
 	}
 	if pick[1] != nil {
 		model = pick[1].text
@@ -354,65 +356,9 @@ func (d *director) patch(c *replay.Call) (trace.Value, string, bool) {
 	}
 	if pick[2] != nil {
 		if t, err := trace.FloatValue(pick[2].temp); err == nil {
-			input = withMember(input, "temperature", t)
+			input = patchTemperature(input, t)
 		}
 		d.applied(pick[2], c.Step)
 	}
 	return input, model, input != c.Input || model != c.Model
-}
-
-// withMember returns the object o with key set to v (o itself when it is not
-// an object).
-func withMember(o trace.Value, key string, v trace.Value) trace.Value {
-	if o.Kind() != trace.Object {
-		return o
-	}
-	ms := make([]trace.Member, 0, o.Len()+1)
-	for k, x := range o.Members() {
-		if k != key {
-			ms = append(ms, trace.Member{Key: k, Value: x})
-		}
-	}
-	ms = append(ms, trace.Member{Key: key, Value: v})
-	out, err := trace.ObjectValue(ms...)
-	if err != nil {
-		return o
-	}
-	return out
-}
-
-// patchPrompt replaces the system prompt of a request: the "system" field
-// when there is one (replay.Request, Anthropic); else the content of the
-// first message with role "system" (OpenAI); else a new "system" field for
-// Anthropic and provider-neutral requests, or a system message prepended to
-// a raw body's messages (one that carries its "model").
-func patchPrompt(in trace.Value, provider, text string) trace.Value {
-	if in.Kind() != trace.Object {
-		return in
-	}
-	sys := trace.StringValue(text)
-	if !in.Get("system").IsAbsent() {
-		return withMember(in, "system", sys)
-	}
-	msgs := in.Get("messages")
-	if msgs.Kind() == trace.Array {
-		es := make([]trace.Value, 0, msgs.Len()+1)
-		done := false
-		for _, m := range msgs.Elems() {
-			if role, _ := m.Get("role").Str(); !done && role == "system" {
-				m, done = withMember(m, "content", sys), true
-			}
-			es = append(es, m)
-		}
-		if done {
-			out, _ := trace.ArrayValue(es...)
-			return withMember(in, "messages", out)
-		}
-		if provider != "anthropic" && !in.Get("model").IsAbsent() {
-			first := obj("role", trace.StringValue("system"), "content", sys)
-			out, _ := trace.ArrayValue(append([]trace.Value{first}, es...)...)
-			return withMember(in, "messages", out)
-		}
-	}
-	return withMember(in, "system", sys)
 }
