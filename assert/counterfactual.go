@@ -698,7 +698,10 @@ func NoSuppressedEffects(t TestingT, v *fork.Variant, msgAndArgs ...any) bool {
 // CheckIncurredCostAtMost reports whether the fork's live model calls cost
 // at most maxUSD (fork.Variant.IncurredCost: the served prefix, memo hits
 // and substituted responses cost nothing). It takes the *fork.Variant: a
-// *diff.Result cannot tell served calls from live ones.
+// *diff.Result cannot tell served calls from live ones. A live model call
+// without a cost (fork.Variant.UnpricedModelCalls: no price was set with
+// replay.Prices and none was reported) fails the check, saying how to set
+// prices, rather than counting as free.
 //
 //	expected the variant to incur at most $0.0010; it incurred $0.0020 (1 live model call(s), 120 tokens)
 func CheckIncurredCostAtMost(v *fork.Variant, maxUSD float64) error {
@@ -708,6 +711,12 @@ func CheckIncurredCostAtMost(v *fork.Variant, maxUSD float64) error {
 	}
 	if maxUSD < 0 || math.IsNaN(maxUSD) {
 		return invalidf("IncurredCostAtMost: the maximum must be a non-negative number of US dollars, got %v", maxUSD)
+	}
+	if v.UnpricedModelCalls > 0 {
+		return mismatchf("expected the variant to incur at most $%.4f, but %d of its %d live model call(s) have no price, so what it incurred is unknown: "+
+			"set each model's price once, with replay.Transport(base, replay.Prices{\"<model>\": {Input: …, Output: …}}) (US dollars per million tokens), "+
+			"or report the cost with replay.ReportUsage",
+			maxUSD, v.UnpricedModelCalls, v.LiveModelCalls)
 	}
 	if v.IncurredCost <= maxUSD {
 		return nil

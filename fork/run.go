@@ -171,13 +171,17 @@ type Variant struct {
 	Info *Info
 	// IncurredCost and IncurredTokens are what the tail's live model calls
 	// cost: the served prefix, memo hits and substituted responses are not
-	// counted. LiveModelCalls and LiveToolCalls count what really ran.
-	IncurredCost   float64
-	IncurredTokens int64
-	LiveModelCalls int
-	LiveToolCalls  int
-	Policy         Policy
-	Memoized       bool
+	// counted. LiveModelCalls and LiveToolCalls count what really ran;
+	// UnpricedModelCalls the live model calls whose response has no cost
+	// (no price set with replay.Prices, none reported), which IncurredCost
+	// cannot include.
+	IncurredCost       float64
+	IncurredTokens     int64
+	UnpricedModelCalls int
+	LiveModelCalls     int
+	LiveToolCalls      int
+	Policy             Policy
+	Memoized           bool
 	// Path is where the variant was saved ("" when it was not).
 	Path string
 }
@@ -371,6 +375,8 @@ func (v *Variant) account(res *replay.Result) {
 		if ev.Type == trace.LLMResponse && live[ev.ParentID] {
 			if ev.CostUSD != nil {
 				v.IncurredCost += *ev.CostUSD
+			} else {
+				v.UnpricedModelCalls++
 			}
 			v.IncurredTokens += ev.Tokens()
 		}
