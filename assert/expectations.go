@@ -14,7 +14,7 @@ import (
 )
 
 // Expectations are trajectory checks held as data: the declarative JSON of
-// stepfork's --expect-trajectory (stepfork-format.md §9), so that tests the
+// stepfork's --expect-trajectory, so that tests the
 // CLI exports and tests written by hand share one format. Every field is
 // optional; the zero Expectations checks nothing.
 //

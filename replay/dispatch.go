@@ -67,7 +67,8 @@ type decision struct {
 }
 
 // dispatchLocked decides what to do with a dependency call: record it, ask
-// the Director, or match it strictly (stepfork-format.md §5.4).
+// the Director, or match it strictly (strictLocked; the order of the checks
+// is in the package doc).
 func (s *session) dispatchLocked(ic *intercept) decision {
 	s.position++
 	ic.position = s.position

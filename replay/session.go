@@ -314,11 +314,6 @@ func newIDs() ids {
 	return ids{rand.NewChaCha8(seed)}
 }
 
-func (g ids) event() string {
-	var b [36]byte
-	return string(g.append(b[:0]))
-}
-
 // append appends a new event id to dst.
 func (g ids) append(dst []byte) []byte {
 	var u [16]byte

@@ -93,11 +93,11 @@ func benchPayload(r *rand.Rand, i int, typ EventType) string {
 	f := func() string { // prices, ratios at full precision, small measures
 		switch r.IntN(3) {
 		case 0:
-			return string(AppendFloatPydantic(nil, float64(r.IntN(1000000))/100))
+			return string(appendFloatPydantic(nil, float64(r.IntN(1000000))/100))
 		case 1:
-			return string(AppendFloatPydantic(nil, float64(r.IntN(100000))/float64(1+r.IntN(1000))))
+			return string(appendFloatPydantic(nil, float64(r.IntN(100000))/float64(1+r.IntN(1000))))
 		}
-		return string(AppendFloatPydantic(nil, float64(r.IntN(1000))*1e-7))
+		return string(appendFloatPydantic(nil, float64(r.IntN(1000))*1e-7))
 	}
 	switch typ {
 	case LLMRequest:
@@ -168,10 +168,10 @@ func BenchmarkCanonicalHash(b *testing.B) {
 		sorted = append(sorted, appendFileForm(nil, MustParse(string(p))))
 	}
 	payloads := sorted
-	b.Run("Canonicalize", func(b *testing.B) {
+	b.Run("canonicalize", func(b *testing.B) {
 		i := 0
 		cpuLoop(b, int64(total/len(payloads)), func() {
-			out, err := Canonicalize(payloads[i%len(payloads)])
+			out, err := canonicalize(payloads[i%len(payloads)])
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -179,10 +179,10 @@ func BenchmarkCanonicalHash(b *testing.B) {
 			i++
 		})
 	})
-	b.Run("Canonicalize/unsorted-keys", func(b *testing.B) { // JSON from elsewhere: objects reordered
+	b.Run("canonicalize/unsorted-keys", func(b *testing.B) { // JSON from elsewhere: objects reordered
 		i := 0
 		cpuLoop(b, int64(total/len(unsorted)), func() {
-			out, err := Canonicalize(unsorted[i%len(unsorted)])
+			out, err := canonicalize(unsorted[i%len(unsorted)])
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -190,20 +190,20 @@ func BenchmarkCanonicalHash(b *testing.B) {
 			i++
 		})
 	})
-	b.Run("HashJSON", func(b *testing.B) { // public API: reused buffer, hex result
+	b.Run("hashJSON", func(b *testing.B) { // public API: reused buffer, hex result
 		i := 0
 		cpuLoop(b, int64(total/len(payloads)), func() {
-			if _, err := HashJSON(payloads[i%len(payloads)]); err != nil {
+			if _, err := hashJSON(payloads[i%len(payloads)]); err != nil {
 				b.Fatal(err)
 			}
 			i++
 		})
 	})
-	b.Run("AppendCanonical", func(b *testing.B) { // public API into the caller's buffer
+	b.Run("appendCanonical", func(b *testing.B) { // public API into the caller's buffer
 		var buf []byte
 		i := 0
 		cpuLoop(b, int64(total/len(payloads)), func() {
-			out, err := AppendCanonical(buf[:0], payloads[i%len(payloads)])
+			out, err := appendCanonical(buf[:0], payloads[i%len(payloads)])
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -365,7 +365,7 @@ func TestReprLiteral(t *testing.T) {
 		if err != nil {
 			t.Fatalf("bad test literal %q", lit)
 		}
-		want := string(AppendFloatRepr(nil, f))
+		want := string(appendFloatRepr(nil, f))
 		got := reprLiteral([]byte(lit))
 		if got && want != lit {
 			t.Fatalf("reprLiteral(%q) = true, but repr is %q", lit, want)

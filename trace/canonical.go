@@ -53,7 +53,7 @@ func (e *CanonicalError) Error() string {
 // Is reports whether target is ErrCanonical.
 func (e *CanonicalError) Is(target error) bool { return target == ErrCanonical }
 
-// Messages of the reference implementation (stepfork-format.md §3.1).
+// Messages of Python stepfork's canonical JSON, which this package keeps.
 const (
 	msgNonFinite  = "non-finite floats are not supported"
 	msgKeyNotText = "JSON object keys must be strings"
@@ -74,11 +74,11 @@ func hashString(s string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// Canonicalize parses JSON text and returns its canonical bytes. It accepts any
+// canonicalize parses JSON text and returns its canonical bytes. It accepts any
 // valid JSON formatting (leading and trailing white space included) and refuses
 // NaN, infinities, invalid UTF-8, lone surrogates, duplicate keys and nesting
 // deeper than MaxDepth.
-func Canonicalize(data []byte) ([]byte, error) {
+func canonicalize(data []byte) ([]byte, error) {
 	c := canonicalizers.Get().(*canonicalizer)
 	defer func() {
 		c.in, c.out = nil, nil // keep no reference to the caller's bytes
@@ -93,11 +93,11 @@ func Canonicalize(data []byte) ([]byte, error) {
 	return out, nil
 }
 
-// AppendCanonical appends the canonical form of the JSON text data to dst
-// and returns the extended slice, like Canonicalize but into the caller's
+// appendCanonical appends the canonical form of the JSON text data to dst
+// and returns the extended slice, like canonicalize but into the caller's
 // buffer: with a buffer reused from call to call it allocates nothing. On
 // error it returns dst unchanged and the error.
-func AppendCanonical(dst, data []byte) ([]byte, error) {
+func appendCanonical(dst, data []byte) ([]byte, error) {
 	c := canonicalizers.Get().(*canonicalizer)
 	defer func() {
 		c.in, c.out = nil, nil
@@ -110,14 +110,14 @@ func AppendCanonical(dst, data []byte) ([]byte, error) {
 	return out, nil
 }
 
-// HashJSON returns the payload hash of the JSON text data: the lowercase hex
+// hashJSON returns the payload hash of the JSON text data: the lowercase hex
 // SHA-256 of its canonical form, what Hash returns for the parsed value. It
 // canonicalizes into a reused buffer, so that the only allocation is the
-// returned string. Errors are those of Canonicalize.
+// returned string. Errors are those of canonicalize.
 //
-//	h, err := trace.HashJSON([]byte(`{"b": 1, "a": [1.0, "x"]}`))
+//	h, err := trace.hashJSON([]byte(`{"b": 1, "a": [1.0, "x"]}`))
 //	// h == trace.Hash(trace.MustParse(`{"a":[1.0,"x"],"b":1}`))
-func HashJSON(data []byte) (string, error) {
+func hashJSON(data []byte) (string, error) {
 	c := canonicalizers.Get().(*canonicalizer)
 	defer func() {
 		c.in, c.out = nil, nil
@@ -136,7 +136,7 @@ func HashJSON(data []byte) (string, error) {
 	return string(hx[:]), nil
 }
 
-// maxPooledBuf bounds the buffer a pooled canonicalizer keeps for HashJSON,
+// maxPooledBuf bounds the buffer a pooled canonicalizer keeps for hashJSON,
 // so that one huge payload does not stay pinned in the pool.
 const maxPooledBuf = 1 << 20
 
@@ -157,7 +157,7 @@ type canonicalizer struct {
 	members []member
 	keys    []byte // decoded keys that needed unescaping
 	tmp     []byte // scratch for reordering an object
-	hashBuf []byte // HashJSON's output buffer
+	hashBuf []byte // hashJSON's output buffer
 	// checkKeys makes object set sensitive when a key is one that
 	// redaction redacts (IsSensitiveKey).
 	checkKeys, sensitive bool
@@ -769,7 +769,7 @@ func (c *canonicalizer) number() error {
 		c.pos = start
 		return c.errf("%s", msgNonFinite)
 	}
-	c.out = AppendFloatRepr(c.out, f)
+	c.out = appendFloatRepr(c.out, f)
 	return nil
 }
 
@@ -884,18 +884,18 @@ func floatParts(buf []byte, f float64) (digits []byte, exp int) {
 	return b[:1], exp
 }
 
-// AppendFloatRepr appends f formatted as Python's repr(float): the shortest
+// appendFloatRepr appends f formatted as Python's repr(float): the shortest
 // digits that round-trip, always with a '.' or an exponent; scientific notation
 // with a signed, at least two-digit exponent when the exponent is below -4 or at
 // least 16 (1e-05, 1e+16, 1000000000000000.0, -0.0). f must be finite.
-func AppendFloatRepr(dst []byte, f float64) []byte {
+func appendFloatRepr(dst []byte, f float64) []byte {
 	return appendFloat(dst, f, -4, 16, 2)
 }
 
-// AppendFloatPydantic appends f the way Pydantic's dump_json prints it in
+// appendFloatPydantic appends f the way Pydantic's dump_json prints it in
 // events.jsonl: like repr but with decimal notation from 1e-05 upwards and no
 // zero padding in negative exponents (0.00001, 1e-7, 1e+16).
-func AppendFloatPydantic(dst []byte, f float64) []byte {
+func appendFloatPydantic(dst []byte, f float64) []byte {
 	return appendFloat(dst, f, -5, 16, 1)
 }
 

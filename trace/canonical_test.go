@@ -118,27 +118,27 @@ func TestCanonicalStrings(t *testing.T) {
 }
 
 // TestHashJSONAndAppendCanonical checks the allocation-free public paths
-// against the known answers, that AppendCanonical appends after what dst
+// against the known answers, that appendCanonical appends after what dst
 // holds, and that both refuse what ParseValue refuses, leaving dst as it was.
 //
 // It is not parallel: testing.AllocsPerRun refuses to run in parallel tests.
 func TestHashJSONAndAppendCanonical(t *testing.T) {
 	for _, tc := range hashVectors {
-		if got, err := HashJSON([]byte(tc.in)); err != nil || got != tc.sha {
-			t.Errorf("HashJSON(%s) = %q, %v; want %s", tc.in, got, err, tc.sha)
+		if got, err := hashJSON([]byte(tc.in)); err != nil || got != tc.sha {
+			t.Errorf("hashJSON(%s) = %q, %v; want %s", tc.in, got, err, tc.sha)
 		}
-		got, err := AppendCanonical([]byte("prefix:"), []byte(tc.in))
+		got, err := appendCanonical([]byte("prefix:"), []byte(tc.in))
 		if err != nil || string(got) != "prefix:"+tc.canonical {
-			t.Errorf("AppendCanonical(prefix, %s) = %q, %v; want %q", tc.in, got, err, "prefix:"+tc.canonical)
+			t.Errorf("appendCanonical(prefix, %s) = %q, %v; want %q", tc.in, got, err, "prefix:"+tc.canonical)
 		}
 	}
 	for _, in := range []string{`NaN`, `{"a":1,"a":2}`, "\"\xff\"", `[1,]`, ``} {
-		if h, err := HashJSON([]byte(in)); err == nil || h != "" || !errors.Is(err, ErrCanonical) {
-			t.Errorf("HashJSON(%q) = %q, %v; want an ErrCanonical error", in, h, err)
+		if h, err := hashJSON([]byte(in)); err == nil || h != "" || !errors.Is(err, ErrCanonical) {
+			t.Errorf("hashJSON(%q) = %q, %v; want an ErrCanonical error", in, h, err)
 		}
 		dst := []byte("keep")
-		if out, err := AppendCanonical(dst, []byte(in)); err == nil || string(out) != "keep" {
-			t.Errorf("AppendCanonical(keep, %q) = %q, %v; want keep and an error", in, out, err)
+		if out, err := appendCanonical(dst, []byte(in)); err == nil || string(out) != "keep" {
+			t.Errorf("appendCanonical(keep, %q) = %q, %v; want keep and an error", in, out, err)
 		}
 	}
 	if raceEnabled {
@@ -146,11 +146,11 @@ func TestHashJSONAndAppendCanonical(t *testing.T) {
 	}
 	payload := []byte(`{"z":[1,2.50,"काठमाडौँ"],"a":{"y":null,"b":0.00001}}`)
 	buf := make([]byte, 0, 256)
-	if n := testing.AllocsPerRun(100, func() { buf, _ = AppendCanonical(buf[:0], payload) }); n != 0 {
-		t.Errorf("AppendCanonical into a reused buffer: %v allocations, want 0", n)
+	if n := testing.AllocsPerRun(100, func() { buf, _ = appendCanonical(buf[:0], payload) }); n != 0 {
+		t.Errorf("appendCanonical into a reused buffer: %v allocations, want 0", n)
 	}
-	if n := testing.AllocsPerRun(100, func() { _, _ = HashJSON(payload) }); n > 1 {
-		t.Errorf("HashJSON: %v allocations, want at most 1 (the result)", n)
+	if n := testing.AllocsPerRun(100, func() { _, _ = hashJSON(payload) }); n > 1 {
+		t.Errorf("hashJSON: %v allocations, want at most 1 (the result)", n)
 	}
 }
 

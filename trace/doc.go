@@ -2,9 +2,10 @@
 // trace format of Python stepfork v0.1, byte for byte.
 //
 // A bundle is a directory NAME.sftrace holding manifest.json, events.jsonl,
-// redactions.json and integrity.json. Load reads a whole bundle; Open streams
-// its events in constant memory; Save writes one atomically, redacting
-// secrets and computing payload hashes first.
+// redactions.json and integrity.json. [Load] reads a whole bundle; [Open]
+// streams its events in constant memory; [Trace.Save] writes one atomically,
+// redacting secrets and computing payload hashes first; [Builder] assembles a
+// trace in a few lines for tests.
 //
 //	tr, err := trace.Load("testdata/booking-agent.sftrace")
 //	if err != nil {
@@ -17,21 +18,22 @@
 //
 // # Values
 //
-// Payloads (inputs, outputs, state) are Values: immutable JSON held in the
-// canonical form stepfork hashes (CanonicalProfile). Integers and floats stay
+// Payloads (inputs, outputs, state) are [Value]s: immutable JSON held in the
+// canonical form stepfork hashes ([CanonicalProfile]). Integers and floats stay
 // apart (1 and 1.0 differ), integers keep every digit, and the zero Value is
 // Absent, which is not the same as an explicit null.
 //
 // # Validation, integrity and redaction
 //
-// Validate checks a trace in memory and ValidateBundle a bundle on disk,
+// [Validate] checks a trace in memory and [ValidateBundle] a bundle on disk,
 // streaming its events once: every check and message of stepfork validate
 // (duplicate ids, parents, run ids, steps, event count, strict run_start and
-// error rules), payload hashes and file digests with CheckIntegrity, and
+// error rules), payload hashes and file digests with [CheckIntegrity], and
 // checks stepfork lacks (manifest status vs run_end, totals, failure.step,
 // run_end last, tool call/result pairing) reported as warnings, or errors
-// with Pedantic. All issues are collected; Report.ExitCode gives the CLI's
-// 0/1/2/3. VerifyIntegrity checks integrity.json alone, including extra files
+// with [Pedantic]. All issues are collected; [Report.ExitCode] gives the
+// CLI's 0/1/2/3. [VerifyIntegrity] checks integrity.json alone, including
+// extra files
 // such as fork.json that it lists.
 //
 // Redaction runs before hashing and writing: values under sensitive keys
@@ -55,17 +57,10 @@
 // # Runtime markers
 //
 // Go agents record named phases, decisions, knobs and nondeterminism as
-// state_change events with reserved keys, so bundles stay valid stepfork v0.1
-// (user state keys must not start with '@'). The payload is in "after":
-//
-//	@node      {"name":"write","phase":"enter"} / {"name":"write","phase":"exit","status":"ok"|"error"[,"error":"…"]}
-//	@decision  {"name":"route","kind":"decision"|"approval","value":<json>[,"forced":true]}
-//	@param     {"name":"max_results","value":<json>[,"forced":true]}
-//	@now       {"value":"2026-01-01T00:00:00.000001Z"}
-//	@id        {"value":"…"}
-//	@effect    {"name":"roll_dice","value":<json>} or {"name":…,"error":"…","error_type":"…"}
-//
-// Event.Marker decodes one; MarkerEvent builds one.
+// state_change events with reserved keys (@node, @decision, @param, @now,
+// @id, @effect), so bundles stay valid stepfork v0.1 (user state keys must
+// not start with '@'). The table of their payloads is at [MarkerNode];
+// [Event.Marker] decodes one and [MarkerEvent] builds one.
 //
 // # Input limits and decisions
 //
@@ -86,8 +81,8 @@
 //     them), and no lax coercion is made: "step": "3", a float token count or
 //     a Unix-number timestamp are errors. Timestamps must carry a time zone
 //     and at most microsecond precision.
-//   - Payloads may nest at most MaxDepth arrays and objects; a line of
-//     events.jsonl may be at most MaxLineBytes long, not counting its line
+//   - Payloads may nest at most [MaxDepth] arrays and objects; a line of
+//     events.jsonl may be at most [MaxLineBytes] long, not counting its line
 //     ending. Longer input is refused with its line number.
 //   - Files of the bundle may be symbolic links to files inside the bundle;
 //     a link that leads outside it is refused.

@@ -20,8 +20,8 @@ const (
 	RunEnd      EventType = "run_end"
 )
 
-// EventTypes lists the event types in the order of the reference.
-var EventTypes = []EventType{RunStart, LLMRequest, LLMResponse, ToolCall, ToolResult, StateChange, ErrorEvent, RunEnd}
+// eventTypes lists the event types in the order of the reference.
+var eventTypes = []EventType{RunStart, LLMRequest, LLMResponse, ToolCall, ToolResult, StateChange, ErrorEvent, RunEnd}
 
 // Valid reports whether t is one of the eight event types.
 func (t EventType) Valid() bool {
@@ -86,7 +86,7 @@ func (s RunStatus) Valid() bool { return s == RunRunning || s == RunCompleted ||
 // pointers. Payloads are Values, whose zero value means the key was absent
 // (which is not the same as an explicit null).
 //
-// Which fields a type carries (stepfork-format.md §2.2):
+// Which fields each type carries:
 //
 //	run_start     Input
 //	llm_request   Provider, Model (required), Input (required)
@@ -190,9 +190,13 @@ func LLMLabel(provider, model string) string {
 	return provider + "/" + model
 }
 
-// ExpectedHashes returns the input and output hashes that the event's payloads
-// call for (stepfork-format.md §3.3). An empty string means the field must be
-// null.
+// ExpectedHashes returns the input and output hashes that the event's
+// payloads call for, each the [Hash] of a payload: input_hash of the Input
+// of run_start, llm_request and tool_call, and of the Before of a
+// state_change; output_hash of the Output of llm_response, tool_result and
+// run_end, of the After of a state_change, and of the Details of an error.
+// An empty string means the field must be null (the type has no such
+// payload).
 func (e *Event) ExpectedHashes() (input, output string) {
 	switch e.Type {
 	case RunStart, LLMRequest, ToolCall:

@@ -42,8 +42,8 @@ func TestEnumerations(t *testing.T) {
 		t.Errorf("replay_policy surprise: %v", err)
 	}
 	want := []EventType{"run_start", "llm_request", "llm_response", "tool_call", "tool_result", "state_change", "error", "run_end"}
-	if !slices.Equal(EventTypes, want) {
-		t.Errorf("EventTypes = %v", EventTypes)
+	if !slices.Equal(eventTypes, want) {
+		t.Errorf("eventTypes = %v", eventTypes)
 	}
 	for _, typ := range want {
 		if !typ.Valid() {
@@ -195,7 +195,7 @@ func TestAppendEventKeyOrder(t *testing.T) {
 		ErrorEvent:  `,"error_type":"","message":"","details":null}`,
 		RunEnd:      `,"run_status":"","output":null}`,
 	}
-	for _, typ := range EventTypes {
+	for _, typ := range eventTypes {
 		status := StatusOK
 		if typ == ErrorEvent {
 			status = StatusError

@@ -7,4 +7,5 @@ import "github.com/stepfork/stepfork/internal/fileform"
 func init() {
 	fileform.AppendQuoted = appendQuoted
 	fileform.AppendValue = func(dst []byte, canonical string) []byte { return appendFileForm(dst, Value{canonical}) }
+	fileform.AppendFloat = appendFloatPydantic
 }

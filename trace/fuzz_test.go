@@ -131,7 +131,7 @@ func FuzzEventLine(f *testing.F) {
 	})
 }
 
-// FuzzCanonicalize checks Canonicalize: it never panics, its output is a
+// FuzzCanonicalize checks canonicalize: it never panics, its output is a
 // fixed point, valid JSON, and means what the input meant; it accepts nothing
 // that encoding/json refuses and refuses valid JSON only for the reasons it
 // documents.
@@ -151,27 +151,27 @@ func FuzzCanonicalize(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		out, err := Canonicalize(data)
+		out, err := canonicalize(data)
 		valid := json.Valid(data)
 		if err != nil {
 			if !errors.Is(err, ErrCanonical) {
 				t.Fatalf("error %v does not match ErrCanonical", err)
 			}
 			if valid && !documentedRefusal(data) {
-				t.Fatalf("encoding/json accepts %q but Canonicalize refuses it: %v", data, err)
+				t.Fatalf("encoding/json accepts %q but canonicalize refuses it: %v", data, err)
 			}
 			return
 		}
 		if !valid {
-			t.Fatalf("Canonicalize accepts %q, which encoding/json refuses; out %q", data, out)
+			t.Fatalf("canonicalize accepts %q, which encoding/json refuses; out %q", data, out)
 		}
-		again, err := Canonicalize(out)
+		again, err := canonicalize(out)
 		if err != nil || !bytes.Equal(again, out) {
 			t.Fatalf("not a fixed point: %q -> %q -> %q (%v)", data, out, again, err)
 		}
 		v, err := ParseValue(data)
 		if err != nil || v.Canonical() != string(out) {
-			t.Fatalf("ParseValue disagrees with Canonicalize: %v", err)
+			t.Fatalf("ParseValue disagrees with canonicalize: %v", err)
 		}
 		// Same meaning: both decode to the same Go value (numbers as
 		// float64, so 1 and 1.0 compare equal here).
@@ -189,7 +189,7 @@ func FuzzCanonicalize(f *testing.F) {
 }
 
 // documentedRefusal reports whether valid JSON data holds something that
-// Canonicalize refuses on purpose: duplicate keys, a lone surrogate escape,
+// canonicalize refuses on purpose: duplicate keys, a lone surrogate escape,
 // invalid UTF-8, nesting deeper than MaxDepth or a float out of range.
 func documentedRefusal(data []byte) bool {
 	if !utf8.Valid(data) || bytes.Contains(data, []byte(`\u`)) || bytes.Count(data, []byte("["))+bytes.Count(data, []byte("{")) > MaxDepth {
@@ -273,7 +273,7 @@ func FuzzValueOps(f *testing.F) {
 		if (len(f1) == 0) != (r1 == v) {
 			t.Fatalf("findings %v but value changed=%v", f1, r1 != v)
 		}
-		if _, err := Canonicalize([]byte(r1.Canonical())); err != nil {
+		if _, err := canonicalize([]byte(r1.Canonical())); err != nil {
 			t.Fatalf("redacted value is not canonical: %v", err)
 		}
 		checkNoSensitiveKey(t, r1)

@@ -21,7 +21,10 @@ const (
 	IntegrityUnverifiedLegacy IntegrityStatus = "unverified_legacy"
 )
 
-// Issue codes of integrity verification (stepfork-format.md §1.6).
+// Issue codes of [VerifyIntegrity], as Python stepfork reports them: a bundle
+// without integrity.json, an integrity.json that cannot be used, a digest
+// algorithm other than sha256, a file it lists that is missing, and a file
+// whose digest differs.
 const (
 	CodeIntegrityUnverified      = "integrity_unverified"
 	CodeIntegrityMetadataInvalid = "integrity_metadata_invalid"

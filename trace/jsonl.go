@@ -440,7 +440,7 @@ func (d *eventDecoder) intLit(f eventField, nullable bool) (*int64, error) {
 
 // payloadOrSum reads a payload, or in hash-only mode records the SHA-256 of
 // its canonical form in d.sums[slot] (0: the input_hash side, 1: the
-// output_hash side, as stepfork-format.md §3.3 pairs them) and returns
+// output_hash side, as Event.ExpectedHashes pairs them) and returns
 // elidedPayload. When tracking, it records the digest in both modes, and
 // the payload's bytes in the line.
 func (d *eventDecoder) payloadOrSum(slot int) (Value, error) {
@@ -836,5 +836,5 @@ func appendNullableFloat(dst []byte, p *float64) []byte {
 	if p == nil {
 		return append(dst, "null"...)
 	}
-	return AppendFloatPydantic(dst, *p)
+	return appendFloatPydantic(dst, *p)
 }

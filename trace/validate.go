@@ -16,8 +16,9 @@ import (
 )
 
 // Issue codes of validation. The codes and messages of stepfork's own checks
-// (stepfork-format.md §8.1) are a contract shared with Python stepfork; the
-// integrity codes are declared in integrity.go.
+// are the ones Python stepfork's validator reports, so that both tools
+// report a trace alike; the integrity codes are declared with
+// [IntegrityStatus].
 const (
 	CodeEventCountMismatch = "event_count_mismatch"
 	CodeDuplicateEventID   = "duplicate_event_id"
@@ -264,7 +265,9 @@ func (c *validateConfig) mode() string {
 }
 
 // Validate checks a trace in memory: every check of stepfork's validator
-// (stepfork-format.md §8.1), each event's fields and the manifest's rules
+// (the event count of the manifest, unique event ids, one run id, steps that
+// never decrease, parents that exist and come earlier, exactly one run_start,
+// an error event in a failed run), each event's fields and the manifest's rules
 // (which Load guarantees but a hand-made Trace may break), and the checks
 // beyond stepfork's. With CheckIntegrity it verifies the payload hashes;
 // file digests belong to bundles (ValidateBundle).
@@ -516,7 +519,7 @@ func (p *payloadSum) set(v Value) {
 }
 
 // fromEvent computes the expected digests from the event's payloads
-// (stepfork-format.md §3.3), as Event.ExpectedHashes does.
+// (which payload each hash covers), as Event.ExpectedHashes does.
 func (s *payloadSums) fromEvent(e *Event) {
 	switch e.Type {
 	case RunStart, LLMRequest, ToolCall:
@@ -576,14 +579,14 @@ type validator struct {
 	runStarts, errorEvents, llmCalls, toolCalls int
 	failureStepOK                               bool
 
-	runEnds                          int
-	lastRunEnd                       int // index of the last run_end, -1 if none
-	lastRunEndID                     string
-	lastRunEndStep                   int
-	lastRunStatus                    RunStatus
-	open                             map[string]openCall // tool_call id → call
-	lastCallByName                   map[string]string   // tool name → id of its latest call
-	eventsAfterRunEnd, firstAfterEnd int
+	runEnds           int
+	lastRunEnd        int // index of the last run_end, -1 if none
+	lastRunEndID      string
+	lastRunEndStep    int
+	lastRunStatus     RunStatus
+	open              map[string]openCall // tool_call id → call
+	lastCallByName    map[string]string   // tool name → id of its latest call
+	eventsAfterRunEnd int
 }
 
 func newValidator(cfg validateConfig, m *Manifest) *validator {
@@ -703,7 +706,7 @@ func (v *validator) pairResult(ev *Event, i int, parent idInfo, parentKnown bool
 }
 
 // checkHash compares a stored payload hash with the digest of the payload
-// (stepfork-format.md §3.3).
+// it covers (Event.ExpectedHashes).
 func (v *validator) checkHash(ev *Event, i int, field, stored string, want *payloadSum) {
 	var code, msg string
 	switch {

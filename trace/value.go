@@ -1,7 +1,6 @@
 package trace
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"iter"
@@ -56,10 +55,10 @@ var (
 	FalseValue = Value{"false"}
 )
 
-// ParseValue parses JSON text into a Value. See Canonicalize for what is
+// ParseValue parses JSON text into a Value. See canonicalize for what is
 // refused.
 func ParseValue(data []byte) (Value, error) {
-	out, err := Canonicalize(data)
+	out, err := canonicalize(data)
 	if err != nil {
 		return Value{}, err
 	}
@@ -96,7 +95,7 @@ func FloatValue(f float64) (Value, error) {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
 		return Value{}, &CanonicalError{Off: -1, Msg: msgNonFinite}
 	}
-	return Value{string(AppendFloatRepr(nil, f))}, nil
+	return Value{string(appendFloatRepr(nil, f))}, nil
 }
 
 // ArrayValue returns a JSON array of the given elements. Absent elements are
@@ -438,13 +437,13 @@ func appendGo(dst []byte, x any, path string, depth int) ([]byte, error) {
 		}
 		return append(dst, t.raw...), nil
 	case json.RawMessage:
-		c, err := Canonicalize(t)
+		c, err := canonicalize(t)
 		if err != nil {
 			return nil, fmt.Errorf("value at %s: %w", path, err)
 		}
 		return append(dst, c...), nil
 	case json.Number:
-		c, err := Canonicalize([]byte(t))
+		c, err := canonicalize([]byte(t))
 		if err != nil {
 			return nil, fmt.Errorf("value at %s: %w", path, err)
 		}
@@ -525,7 +524,7 @@ func appendGo(dst []byte, x any, path string, depth int) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot serialize %T at %s: %w", x, path, err)
 	}
-	c, err := Canonicalize(data)
+	c, err := canonicalize(data)
 	if err != nil {
 		return nil, fmt.Errorf("cannot serialize %T at %s: %w", x, path, err)
 	}
@@ -544,11 +543,11 @@ func appendGoFloat(dst []byte, f float64, path string) ([]byte, error) {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
 		return nil, &CanonicalError{Off: -1, Msg: fmt.Sprintf("non-finite float at %s cannot be recorded as JSON", path)}
 	}
-	return AppendFloatRepr(dst, f), nil
+	return appendFloatRepr(dst, f), nil
 }
 
 // appendFileForm appends the canonical text of v with floats printed the way
-// Pydantic prints them in events.jsonl (AppendFloatPydantic). The two forms
+// Pydantic prints them in events.jsonl (appendFloatPydantic). The two forms
 // differ only in floats with negative exponents, so the common case is a copy.
 func appendFileForm(dst []byte, v Value) []byte {
 	s := v.raw
@@ -568,25 +567,11 @@ func appendFileForm(dst []byte, v Value) []byte {
 			if tok := s[i:j]; strings.Contains(tok, "e-") {
 				f, _ := strconv.ParseFloat(tok, 64)
 				dst = append(dst, s[start:i]...)
-				dst = AppendFloatPydantic(dst, f)
+				dst = appendFloatPydantic(dst, f)
 				start = j
 			}
 			i = j - 1
 		}
 	}
 	return append(dst, s[start:]...)
-}
-
-// indentFileForm appends v in the file form, indented the way Python's
-// model_dump_json(indent=2) does, with the given prefix for nested lines.
-func indentFileForm(dst []byte, v Value, prefix string) []byte {
-	var flat []byte
-	flat = appendFileForm(flat, v)
-	var buf bytes.Buffer
-	if err := json.Indent(&buf, flat, prefix, "  "); err != nil {
-		return append(dst, flat...)
-	}
-	// json.Indent writes "[]" and "{}" compactly, as Python does, and keeps
-	// string escapes as they are.
-	return append(dst, buf.Bytes()...)
 }

@@ -94,7 +94,7 @@ func newBundleWriter(path string, m Manifest, cfg saveConfig) (*BundleWriter, er
 func (w *BundleWriter) Path() string { return w.path }
 
 // SetManifest replaces the manifest given to NewBundleWriter; Close still
-// fills in the totals. Its RunID is the run id WriteRaw writes.
+// fills in the totals.
 func (w *BundleWriter) SetManifest(m Manifest) { w.m = m }
 
 // SetRedactions sets the entries redactions.json starts with (those of the

@@ -45,13 +45,6 @@ type inspectOptions struct {
 	step                     int // -1: all
 }
 
-// detailsOmitted are the event keys that inspect's details leave out
-// (stepfork-format.md §8.2).
-var detailsOmitted = map[string]bool{
-	"id": true, "run_id": true, "parent_id": true, "step": true, "type": true, "timestamp": true,
-	"status": true, "replay_policy": true, "input_hash": true, "output_hash": true, "redactions": true,
-}
-
 func (o *inspectOptions) run(e *env, path string) int {
 	tr, err := trace.Load(path)
 	if err != nil {

@@ -36,7 +36,7 @@ import (
 // tagged module version.
 const version = "0.1.0-dev"
 
-// Exit codes shared by every command (stepfork-format.md §8).
+// Exit codes shared by every command, as Python stepfork's CLI uses them.
 const (
 	exitOK        = 0 // success, equivalent, reproduced
 	exitDifferent = 1 // behaved differently, check failed, could not complete

@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/stepfork/stepfork/internal/fileform"
 	"github.com/stepfork/stepfork/trace"
 )
 
@@ -213,7 +214,7 @@ func appendPyJSON(dst []byte, v trace.Value) []byte {
 		return append(dst, "null"...)
 	case trace.Float:
 		f, _ := v.Float()
-		return trace.AppendFloatPydantic(dst, f)
+		return fileform.AppendFloat(dst, f)
 	case trace.Array:
 		dst = append(dst, '[')
 		for i, el := range v.Elems() {
@@ -284,14 +285,6 @@ func (o *object) optInt(k string, p *int64) *object {
 		return o.null(k)
 	}
 	return o.int(k, *p)
-}
-
-func (o *object) optFloat(k string, p *float64) *object {
-	if p == nil {
-		return o.null(k)
-	}
-	o.key(k).buf = trace.AppendFloatPydantic(o.buf, *p)
-	return o
 }
 
 func (o *object) bool(k string, v bool) *object {
