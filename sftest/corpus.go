@@ -194,10 +194,18 @@ func runBundle(t testing.TB, b corpusBundle, agent replay.Agent, check corpusChe
 	}
 	status = string(v.Status)
 	cost = v.IncurredCost
+	outcome, firstDiff = variantOutcome(tr, v)
+	return outcome, firstDiff, baseStatus, status, cost
+}
+
+// variantOutcome says how the variant v compares with the run it was forked
+// from, and its first divergence when it behaved otherwise.
+func variantOutcome(base *trace.Trace, v *fork.Variant) (corpus.Outcome, string) {
+	var outcome corpus.Outcome
 	switch {
-	case tr.Status == trace.RunFailed && v.Status == fork.StatusCompleted:
+	case base.Status == trace.RunFailed && v.Status == fork.StatusCompleted:
 		outcome = corpus.Repaired
-	case tr.Status == trace.RunFailed:
+	case base.Status == trace.RunFailed:
 		outcome = corpus.StillFailing
 	case v.Diff != nil && v.Diff.Equivalent():
 		outcome = corpus.Unchanged
@@ -205,9 +213,9 @@ func runBundle(t testing.TB, b corpusBundle, agent replay.Agent, check corpusChe
 		outcome = corpus.Changed
 	}
 	if v.Diff != nil && !v.Diff.Equivalent() {
-		firstDiff = newRenderer().divergence(v.Diff)
+		return outcome, newRenderer().divergence(v.Diff)
 	}
-	return outcome, firstDiff, baseStatus, status, cost
+	return outcome, ""
 }
 
 // rerecord runs agent for real on tr's recorded input and replaces the bundle

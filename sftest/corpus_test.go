@@ -347,3 +347,67 @@ func TestCorpusRecordOne(t *testing.T) {
 		t.Fatalf("the re-recorded bundle does not replay:\n%s", out)
 	}
 }
+
+func TestChildSweep(t *testing.T) {
+	child(t)
+	agent := corpusAgent("")
+	base := sftest.Load(t, os.Getenv("SFTEST_SWEEP_BASE"))
+	var variants []fork.Named
+	for i := range 16 {
+		variants = append(variants, fork.Named{Name: fmt.Sprintf("limit-%03d", i*20), Changes: []fork.Change{fork.Param("limit", float64(i*20))}})
+	}
+	sftest.Sweep(t, base, fork.Start(), agent, variants, func(t *testing.T, v *fork.Variant) {}, fork.Allow("refund"))
+}
+
+// TestSweepShards splits a sweep of 16 variants into 4 shards by Bazel's
+// variables: every variant runs in exactly one shard, and the merged shard
+// results equal the unsharded ones.
+func TestSweepShards(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := filepath.Join(dir, "base.sftrace")
+	if res, err := replay.Record(context.Background(), "triage", ticket{ID: "t_1", Amount: 130}, corpusAgent(""), replay.SaveTo(p)); res == nil || res.Path == "" {
+		t.Fatal(err)
+	}
+	exe, _ := os.Executable()
+	run := func(results string, env ...string) string {
+		cmd := exec.Command(exe, "-test.run=^TestChildSweep$", "-test.v", "-stepfork.results="+results)
+		cmd.Env = append(append(os.Environ(), "SFTEST_CHILD=1", "SFTEST_SWEEP_BASE="+p, "TEST_TOTAL_SHARDS=", "TEST_SHARD_INDEX="), env...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("the sweep failed: %v\n%s", err, out)
+		}
+		return string(out)
+	}
+	whole, sharded := t.TempDir(), t.TempDir()
+	run(whole)
+	seen := map[string]int{}
+	for i := range 4 {
+		out := run(sharded, "TEST_TOTAL_SHARDS=4", fmt.Sprintf("TEST_SHARD_INDEX=%d", i))
+		for _, m := range regexp.MustCompile(`--- PASS: TestChildSweep/(\S+)`).FindAllStringSubmatch(out, -1) {
+			seen[m[1]]++
+		}
+	}
+	if len(seen) != 16 {
+		t.Errorf("the shards ran %d variants, want 16: %v", len(seen), seen)
+	}
+	for n, c := range seen {
+		if c != 1 {
+			t.Errorf("variant %s ran in %d shards", n, c)
+		}
+	}
+	want, err := corpus.Merge(readResults(t, whole))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := corpus.Merge(readResults(t, sharded))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Text() != want.Text() || !strings.Contains(got.Text(), "16 bundle(s)") {
+		t.Errorf("merged:\n%s\nunsharded:\n%s", got.Text(), want.Text())
+	}
+	if !strings.Contains(want.Text(), "repaired") {
+		t.Errorf("no variant repaired the failed run:\n%s", want.Text())
+	}
+}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/stepfork/stepfork/assert"
 	"github.com/stepfork/stepfork/fork"
+	"github.com/stepfork/stepfork/internal/corpus"
+	"github.com/stepfork/stepfork/internal/shard"
 	"github.com/stepfork/stepfork/replay"
 	"github.com/stepfork/stepfork/trace"
 )
@@ -49,6 +51,21 @@ func Fork(t testing.TB, base *trace.Trace, at fork.At, agent replay.Agent, opts 
 // page of the sweep, where ReportFlag says.
 func Sweep(t *testing.T, base *trace.Trace, at fork.At, agent replay.Agent, variants []fork.Named, check func(t *testing.T, v *fork.Variant), opts ...fork.EachOption) *fork.Sweep {
 	t.Helper()
+	sh, err := shard.FromEnv()
+	if err != nil {
+		t.Fatalf("sftest.Sweep: %v", err)
+	}
+	all := len(variants)
+	if sh.Sharded() {
+		var mine []fork.Named
+		for _, v := range variants {
+			if sh.Owns(v.Name) {
+				mine = append(mine, v)
+			}
+		}
+		t.Logf("sftest.Sweep: shard %s runs %d of the %d variants", sh, len(mine), all)
+		variants = mine
+	}
 	sw, err := fork.Each(t.Context(), base, at, agent, variants, opts...)
 	if err != nil {
 		t.Fatalf("sftest.Sweep: %v", err)
@@ -56,7 +73,10 @@ func Sweep(t *testing.T, base *trace.Trace, at fork.At, agent replay.Agent, vari
 	reportOnFailure(t, sw)
 	var mu sync.Mutex
 	results := make([]string, len(sw.Entries))
-	t.Cleanup(func() { t.Log(sweepSummary(sw, results)) })
+	t.Cleanup(func() {
+		t.Log(sweepSummary(sw, results))
+		writeSweepResults(t, sw, sh, all, results)
+	})
 	for i := range sw.Entries {
 		e := &sw.Entries[i]
 		t.Run(e.Name, func(t *testing.T) {
@@ -76,6 +96,24 @@ func Sweep(t *testing.T, base *trace.Trace, at fork.At, agent replay.Agent, vari
 		})
 	}
 	return sw
+}
+
+// writeSweepResults writes the outcome of each variant this shard ran to
+// the -stepfork.results file, as Corpus does for bundles, so that stepfork
+// report merges the shards of a sweep too.
+func writeSweepResults(t *testing.T, sw *fork.Sweep, sh shard.Shard, all int, checks []string) {
+	out := results()
+	out.add(corpus.Record{Kind: "shard", Corpus: t.Name(), Index: sh.Index, Total: max(sh.Total, 1), Matched: all, Owned: len(sw.Entries)})
+	for i, e := range sw.Entries {
+		rec := corpus.Record{Kind: "entry", Corpus: t.Name(), Name: e.Name, Outcome: corpus.NotRun, Passed: checks[i] == "ok"}
+		if e.Variant != nil {
+			rec.Outcome, rec.Divergence = variantOutcome(sw.Base, e.Variant)
+			rec.Divergence = redactText(rec.Divergence)
+			rec.BaseStatus, rec.Status, rec.Cost = string(sw.Base.Status), string(e.Variant.Status), e.Variant.IncurredCost
+		}
+		out.add(rec)
+	}
+	out.flush(t)
 }
 
 // sweepSummary is the table Sweep logs.
