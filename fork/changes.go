@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/stepfork/stepfork/internal/clip"
+	"github.com/stepfork/stepfork/replay"
 	"github.com/stepfork/stepfork/trace"
 )
 
@@ -59,7 +60,9 @@ type Change interface {
 	Describe() string
 	// Wire is the change's wire form.
 	Wire() trace.Value
-	bind(ix *index, at Resolved) (*bound, error)
+	// bind resolves the change against the base run and the fork point;
+	// fresh says that its target may be new in the tail (NewInTail).
+	bind(ix *index, at Resolved, fresh bool) (*bound, error)
 }
 
 // ckind is the kind of a bound change.
@@ -366,8 +369,15 @@ func parseChange(v trace.Value) (Change, error) {
 	if !ok {
 		return nil, fmt.Errorf("unknown kind %s", short(v.Get("kind")))
 	}
-	f := &wireFields{v: v, kind: kind, read: []string{"kind"}}
+	f := &wireFields{v: v, kind: kind, read: []string{"kind", "new_in_tail"}}
 	c := parse(f)
+	if n := v.Get("new_in_tail"); !n.IsAbsent() {
+		if b, ok := n.BoolOf(); !ok {
+			f.fail("%q must be a boolean", "new_in_tail")
+		} else if b {
+			c = NewInTail(c)
+		}
+	}
 	for k := range v.Members() {
 		if !slices.Contains(f.read, k) {
 			return nil, fmt.Errorf("%s change has no field %q", kind, k)
@@ -441,7 +451,7 @@ func parseLLMResponse(f *wireFields) Change {
 	return outputChange{llm: true, target: f.target(), output: f.payload("output")}
 }
 
-func (c outputChange) bind(ix *index, at Resolved) (*bound, error) {
+func (c outputChange) bind(ix *index, at Resolved, fresh bool) (*bound, error) {
 	desc := c.Describe()
 	fail := func(format string, args ...any) (*bound, error) { return nil, changeErrf(desc, format, args...) }
 	if c.err != nil {
@@ -478,6 +488,11 @@ func (c outputChange) bind(ix *index, at Resolved) (*bound, error) {
 		}
 		if t.occ < 0 {
 			return fail("occurrence %d does not exist: occurrences are 1-based (0 for every call of the tail)", t.occ)
+		}
+		if !fresh {
+			if err := ix.callOccurs(ck, t, at); err != nil {
+				return fail("%v", err)
+			}
 		}
 		b.label, b.occ, b.desc = t.name, t.occ, desc
 		b.claims = []claim{{kind: ck, name: t.name, occ: t.occ, every: t.occ == 0}}
@@ -663,7 +678,7 @@ func parseTemperature(f *wireFields) Change {
 	return c
 }
 
-func (c requestChange) bind(*index, Resolved) (*bound, error) {
+func (c requestChange) bind(ix *index, _ Resolved, fresh bool) (*bound, error) {
 	switch {
 	case c.target == "":
 		return nil, changeErrf(c.Describe(), "the target is empty: name a node, a model, or fork.All")
@@ -673,6 +688,9 @@ func (c requestChange) bind(*index, Resolved) (*bound, error) {
 		return nil, changeErrf(c.Describe(), "a temperature is between 0 and 2")
 	case c.kind == ckPrompt && c.op == promptReplace && c.passage == "":
 		return nil, changeErrf(c.Describe(), "the passage to replace is empty")
+	case !fresh && c.target != All && len(ix.nodes[c.target]) == 0 && len(ix.calls[callKey(replay.KindLLM, c.target)]) == 0:
+		return nil, changeErrf(c.Describe(), "no node or model '%s' in the base run. Nodes that ran: %s; models called: %s. If the changed tail reaches it for the first time, wrap the change in fork.NewInTail.",
+			c.target, nameList(ix.nodeOrder), nameList(ix.modelNames()))
 	}
 	return &bound{change: c, kind: c.kind, desc: c.Describe(), label: c.target, text: c.text, temp: c.temp,
 		edit:   promptEdit{op: c.op, text: c.text, passage: c.passage},
@@ -768,7 +786,7 @@ func parseState(f *wireFields) Change {
 	return s
 }
 
-func (c State) bind(*index, Resolved) (*bound, error) {
+func (c State) bind(*index, Resolved, bool) (*bound, error) {
 	b := &bound{change: c, kind: ckState, desc: c.Describe()}
 	fail := func(format string, args ...any) (*bound, error) { return nil, changeErrf(b.desc, format, args...) }
 	for _, k := range c.keys() {
@@ -896,7 +914,7 @@ func parseHumanResponse(f *wireFields) Change {
 	return valueChange{kind: ckHuman, name: f.str("decision", true), value: f.payload("data")}
 }
 
-func (c valueChange) bind(*index, Resolved) (*bound, error) {
+func (c valueChange) bind(*index, Resolved, bool) (*bound, error) {
 	what := map[ckind]string{ckDecision: "value", ckParam: "value", ckHuman: "data"}[c.kind]
 	switch {
 	case c.kind == ckDecision && c.name == "":
@@ -908,6 +926,96 @@ func (c valueChange) bind(*index, Resolved) (*bound, error) {
 	}
 	return &bound{change: c, kind: c.kind, desc: c.Describe(), name: c.name, value: c.value, once: c.once,
 		claims: []claim{{kind: c.kind, name: c.name, every: c.kind == ckHuman && c.name == ""}}}, nil
+}
+
+// ---- targets new in the tail ----
+
+// newInTail is a change whose target the base run may never have reached.
+type newInTail struct{ c Change }
+
+// NewInTail marks c's target as new in the tail: a node, model or call that
+// the changed tail may reach although the base run never did. Without it,
+// a change whose target the base run never reached (a node or model name
+// that matches no call, an [OnCall] of a name never called or of an
+// occurrence past the calls made) is refused before anything runs, naming
+// what the run offers instead, so that a misspelt target surfaces before a
+// variant costs anything.
+func NewInTail(c Change) Change { return newInTail{c} }
+
+func (c newInTail) applyRun(cfg *config)  { addChange(cfg, c) }
+func (c newInTail) applyEach(cfg *config) { addChange(cfg, c) }
+
+// Describe is the change's own description.
+func (c newInTail) Describe() string {
+	if c.c == nil {
+		return "a change new in the tail"
+	}
+	return c.c.Describe()
+}
+
+// Wire is the change's own wire form with "new_in_tail":true.
+func (c newInTail) Wire() trace.Value {
+	if c.c == nil {
+		return obj("kind", trace.StringValue("function"), "new_in_tail", trace.TrueValue)
+	}
+	w := c.c.Wire()
+	ms := []trace.Member{{Key: "new_in_tail", Value: trace.TrueValue}}
+	for k, v := range w.Members() {
+		ms = append(ms, trace.Member{Key: k, Value: v})
+	}
+	o, _ := trace.ObjectValue(ms...)
+	return o
+}
+
+func (c newInTail) bind(ix *index, at Resolved, _ bool) (*bound, error) {
+	switch c.c.(type) {
+	case nil:
+		return nil, changeErrf(c.Describe(), "fork.NewInTail was given no change")
+	case newInTail:
+		return nil, changeErrf(c.Describe(), "the change is marked NewInTail twice")
+	}
+	b, err := c.c.bind(ix, at, true)
+	if b != nil {
+		b.change = c
+	}
+	return b, err
+}
+
+// callOccurs checks that the base run made the call t names (kind ck):
+// some call of that name, at least t.occ of them, and the one t.occ names
+// not in the served prefix.
+func (ix *index) callOccurs(ck ckind, t Target, at Resolved) error {
+	kind, what, plural := replay.KindTool, "tool", "Tools"
+	if ck == ckLLMResponse {
+		kind, what, plural = replay.KindLLM, "model", "Models"
+	}
+	list := ix.calls[callKey(kind, t.name)]
+	switch {
+	case len(list) == 0:
+		return fmt.Errorf("the base run made no %s call '%s'. %s it called: %s. If the changed tail makes it for the first time, wrap the change in fork.NewInTail.",
+			what, t.name, plural, nameList(ix.callOrder[kind]))
+	case t.occ > len(list):
+		return fmt.Errorf("the base run made %d %s call(s) '%s', so there is no call %d. If the changed tail makes more, wrap the change in fork.NewInTail.",
+			len(list), what, t.name, t.occ)
+	case t.occ > 0 && int(list[t.occ-1]) < at.pos:
+		step := ix.tr.Events[list[t.occ-1]].Step
+		return fmt.Errorf("'%s' call %d (step %d) is in the served prefix (the fork starts at step %d), and a change only acts on the tail. Fork at or before it (fork.Step(%d)) to change it.",
+			t.name, t.occ, step, at.Step, step)
+	}
+	return nil
+}
+
+// modelNames lists the model labels and models the base run called, sorted.
+func (ix *index) modelNames() []string {
+	var names []string
+	prefix := callKey(replay.KindLLM, "")
+	for k := range ix.calls {
+		if name, ok := strings.CutPrefix(k, prefix); ok {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
 }
 
 // ---- changes computed from the fork point ----
@@ -931,7 +1039,7 @@ func (c changeFunc) Describe() string { return "a change computed from the fork 
 // Wire is {"kind":"function"}: the variant records the change it returned.
 func (c changeFunc) Wire() trace.Value { return obj("kind", trace.StringValue("function")) }
 
-func (c changeFunc) bind(ix *index, at Resolved) (*bound, error) {
+func (c changeFunc) bind(ix *index, at Resolved, fresh bool) (*bound, error) {
 	if c.f == nil {
 		return nil, changeErrf(c.Describe(), "the function is nil")
 	}
@@ -942,7 +1050,7 @@ func (c changeFunc) bind(ix *index, at Resolved) (*bound, error) {
 	if _, nested := got.(changeFunc); nested {
 		return nil, changeErrf(c.Describe(), "the function returned another ChangeFunc")
 	}
-	return got.bind(ix, at)
+	return got.bind(ix, at, fresh)
 }
 
 // bindAll binds changes and refuses conflicts, naming both changes of each.
@@ -950,7 +1058,7 @@ func bindAll(ix *index, at Resolved, changes []Change) ([]*bound, error) {
 	out := make([]*bound, 0, len(changes))
 	var errs []error
 	for _, c := range changes {
-		b, err := c.bind(ix, at)
+		b, err := c.bind(ix, at, false)
 		if err != nil {
 			errs = append(errs, err)
 			continue

@@ -31,5 +31,5 @@ var (
 	ErrAgentPanicked = errors.New("the agent panicked")
 	// ErrNotFork: [ReadInfo] of a trace that has no fork.json, an original
 	// recording.
-	ErrNotFork = errors.New("trace is not a fork: it has no " + InfoFile)
+	ErrNotFork = errors.New("trace is not a fork: it has no " + infoFile)
 )

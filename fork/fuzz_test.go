@@ -12,7 +12,7 @@ import (
 // parseInfo never panics, and a record it accepts marshals to bytes that
 // parse back to a record that marshals the same way.
 func FuzzParseInfo(f *testing.F) {
-	paths, _ := filepath.Glob(filepath.Join("..", "testdata", "*.sftrace", InfoFile))
+	paths, _ := filepath.Glob(filepath.Join("..", "testdata", "*.sftrace", infoFile))
 	for _, p := range paths {
 		if data, err := os.ReadFile(p); err == nil {
 			f.Add(data, "")

@@ -12,8 +12,8 @@ import (
 // parent links, the call and node enclosing every event, occurrences, node
 // executions, first writes, and suffix sums of the tail's calls and cost. It
 // is built in one pass over the events (plus one backward pass) and never
-// modified afterwards, so a sweep builds it once and shares it, read-only,
-// across its variants, read-only, so that concurrent variants share it without locks.
+// modified afterwards, so a sweep builds it once and its variants share it,
+// read-only, without locks.
 type index struct {
 	tr   *trace.Trace
 	byID map[string]int32

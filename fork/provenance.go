@@ -11,10 +11,10 @@ import (
 	"github.com/stepfork/stepfork/trace"
 )
 
-// InfoFile is the bundle file that holds a fork's provenance. Save lists it in
+// infoFile is the bundle file that holds a fork's provenance. Save lists it in
 // integrity.json, so integrity verification covers it; Python stepfork
 // ignores it.
-const InfoFile = "fork.json"
+const infoFile = "fork.json"
 
 // infoSchemaVersion is the schema_version of the fork.json this package
 // writes and the only one it reads.
@@ -94,7 +94,7 @@ func (i *Info) withoutAncestors() Info {
 // malformed, of another schema version, or that describes another run is an
 // error naming the problem.
 func ReadInfo(tr *trace.Trace) (*Info, error) {
-	data, ok := tr.Extras[InfoFile]
+	data, ok := tr.Extras[infoFile]
 	if !ok {
 		return nil, ErrNotFork
 	}
@@ -107,9 +107,9 @@ func ReadInfo(tr *trace.Trace) (*Info, error) {
 
 func infoLocation(bundle string) string {
 	if bundle == "" {
-		return InfoFile
+		return infoFile
 	}
-	return filepath.Join(bundle, InfoFile)
+	return filepath.Join(bundle, infoFile)
 }
 
 // readParentInfo reads the fork.json of the bundle r reads when its
@@ -117,7 +117,7 @@ func infoLocation(bundle string) string {
 // read through the bundle's checks (a regular file inside the bundle, within
 // its size limit), like every other file of a bundle.
 func readParentInfo(r *trace.Reader) ([]byte, error) {
-	data, err := r.Extra(InfoFile)
+	data, err := r.Extra(infoFile)
 	if err != nil {
 		return nil, &staticError{msg: fmt.Sprintf("cannot read the provenance of %s: %v", r.Path(), err), err: err}
 	}

@@ -29,7 +29,7 @@ func TestForkJSONBytes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := os.ReadFile(filepath.Join(res.Path, InfoFile))
+	got, err := os.ReadFile(filepath.Join(res.Path, infoFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +238,7 @@ func TestReadInfoErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			tr := &trace.Trace{Manifest: trace.Manifest{RunID: "run_f"}, Extras: map[string][]byte{InfoFile: []byte(tt.data)}}
+			tr := &trace.Trace{Manifest: trace.Manifest{RunID: "run_f"}, Extras: map[string][]byte{infoFile: []byte(tt.data)}}
 			_, err := ReadInfo(tr)
 			if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
 				t.Errorf("ReadInfo error\n got: %v\nwant prefix: %s", err, tt.want)
@@ -246,7 +246,7 @@ func TestReadInfoErrors(t *testing.T) {
 		})
 	}
 	// The good record itself reads.
-	tr := &trace.Trace{Manifest: trace.Manifest{RunID: "run_f"}, Extras: map[string][]byte{InfoFile: []byte(encode(good()))}}
+	tr := &trace.Trace{Manifest: trace.Manifest{RunID: "run_f"}, Extras: map[string][]byte{infoFile: []byte(encode(good()))}}
 	if _, err := ReadInfo(tr); err != nil {
 		t.Errorf("good record: %v", err)
 	}
@@ -262,7 +262,7 @@ func TestForkJSONIntegrity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fj := filepath.Join(res.Path, InfoFile)
+	fj := filepath.Join(res.Path, infoFile)
 	data, err := os.ReadFile(fj)
 	if err != nil {
 		t.Fatal(err)
@@ -272,7 +272,7 @@ func TestForkJSONIntegrity(t *testing.T) {
 		t.Fatal(err)
 	}
 	ir := trace.VerifyIntegrity(res.Path)
-	if ir.Status != trace.IntegrityMismatch || len(ir.Issues) != 1 || ir.Issues[0].File != InfoFile {
+	if ir.Status != trace.IntegrityMismatch || len(ir.Issues) != 1 || ir.Issues[0].File != infoFile {
 		t.Errorf("integrity after tampering with fork.json: %+v", ir)
 	}
 	if err := os.WriteFile(fj, []byte("{"), 0o644); err != nil {

@@ -331,7 +331,7 @@ func (p *forkPlan) run(ctx context.Context, agent replay.Agent, cfg *config, sav
 	if v.Trace.Extras == nil {
 		v.Trace.Extras = map[string][]byte{}
 	}
-	v.Trace.Extras[InfoFile] = data
+	v.Trace.Extras[infoFile] = data
 	v.Diff = p.ix.diffVariant(v.Trace)
 
 	var errs []error

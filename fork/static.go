@@ -162,7 +162,7 @@ func forkLoaded(tr *trace.Trace, cut Cut, cfg *traceConfig) (*Result, error) {
 		redactions: func() []trace.RedactionEntry { return tr.Redactions },
 		events:     eventsOf(tr.Events),
 		parentPath: tr.Path,
-		parentFork: tr.Extras[InfoFile],
+		parentFork: tr.Extras[infoFile],
 	}
 	var sc scan
 	made, err := forkSource(src, cut, cfg, &sc, true)
@@ -405,7 +405,7 @@ func forkRunID(cfg *traceConfig, parentRunID string, parentFork []byte) (string,
 	if parentFork != nil {
 		pi, err := parseInfo(parentFork, parentRunID)
 		if err != nil {
-			return "", nil, &staticError{msg: fmt.Sprintf("cannot fork: the trace's %s is invalid: %v", InfoFile, err), err: err}
+			return "", nil, &staticError{msg: fmt.Sprintf("cannot fork: the trace's %s is invalid: %v", infoFile, err), err: err}
 		}
 		ancestors = append([]Info{pi.withoutAncestors()}, pi.Ancestors...)
 	}
@@ -616,7 +616,7 @@ func forkSource(src *source, cut Cut, cfg *traceConfig, sc *scan, keep bool) (*m
 	if err != nil {
 		return nil, err
 	}
-	forked := &trace.Trace{Manifest: m, Events: events, Redactions: reds, Extras: map[string][]byte{InfoFile: data}}
+	forked := &trace.Trace{Manifest: m, Events: events, Redactions: reds, Extras: map[string][]byte{infoFile: data}}
 	if keep {
 		// As Save writes it: redacted, payload hashes computed.
 		if forked, err = forked.Prepared(); err != nil {
@@ -629,7 +629,7 @@ func forkSource(src *source, cut Cut, cfg *traceConfig, sc *scan, keep bool) (*m
 	if saveErr == nil {
 		w.SetManifest(m)
 		w.SetRedactions(reds)
-		saveErr = w.SetExtra(InfoFile, data)
+		saveErr = w.SetExtra(infoFile, data)
 	}
 	if saveErr == nil {
 		committed = true
@@ -730,7 +730,7 @@ func (i *Info) recordOverrides(applied []appliedOverride, event func(k int) *tra
 	}
 	data, err := i.marshal()
 	if err != nil {
-		return nil, &staticError{msg: fmt.Sprintf("cannot fork: writing %s: %v", InfoFile, err), err: err}
+		return nil, &staticError{msg: fmt.Sprintf("cannot fork: writing %s: %v", infoFile, err), err: err}
 	}
 	return data, nil
 }

@@ -205,8 +205,8 @@ func TestForkAtStepKeepsPrefix(t *testing.T) {
 			if !info.ForkTimestamp.Equal(fixedNow()) || info.ForkPoint != tt.point.String() {
 				t.Errorf("fork timestamp %v, point %q", info.ForkTimestamp, info.ForkPoint)
 			}
-			if _, ok := forked.Extras[InfoFile]; !ok {
-				t.Errorf("the fork has no %s", InfoFile)
+			if _, ok := forked.Extras[infoFile]; !ok {
+				t.Errorf("the fork has no %s", infoFile)
 			}
 		})
 	}
@@ -256,7 +256,7 @@ func TestForkBookingAgent(t *testing.T) {
 	}
 	// fork.json is covered by integrity.json.
 	ir := trace.VerifyIntegrity(want)
-	if ir.Status != trace.IntegrityVerified || !slices.Contains(ir.VerifiedFiles, InfoFile) {
+	if ir.Status != trace.IntegrityVerified || !slices.Contains(ir.VerifiedFiles, infoFile) {
 		t.Errorf("integrity %+v; want fork.json verified", ir)
 	}
 }

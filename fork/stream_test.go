@@ -19,7 +19,7 @@ import (
 // byte.
 func sameBundle(t *testing.T, want, got string) {
 	t.Helper()
-	for _, name := range []string{trace.ManifestFile, trace.EventsFile, trace.RedactionsFile, InfoFile, trace.IntegrityFile} {
+	for _, name := range []string{trace.ManifestFile, trace.EventsFile, trace.RedactionsFile, infoFile, trace.IntegrityFile} {
 		w, err := os.ReadFile(filepath.Join(want, name))
 		if err != nil {
 			t.Fatal(err)

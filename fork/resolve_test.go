@@ -1,0 +1,89 @@
+package fork
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestTargetsThatNeverOccur: a change whose target the base run never
+// reaches is refused before anything runs, naming the target and what the
+// run offers instead — in Run, in Each (no variant runs as a silent copy of
+// the base) and in Estimate — unless the change is marked NewInTail.
+func TestTargetsThatNeverOccur(t *testing.T) {
+	t.Parallel()
+	c, base := caseNamed(t, "research")
+	tests := []struct {
+		name   string
+		at     At
+		change Change
+		want   string
+	}{
+		{"misspelt node in Prompt", Start(), Prompt("wrtie", "x"),
+			"prompt of 'wrtie': no node or model 'wrtie' in the base run. Nodes that ran: research, title, write; models called: fake-1, fake/fake-1, gpt-4o-mini, openai/gpt-4o-mini. If the changed tail reaches it for the first time, wrap the change in fork.NewInTail."},
+		{"misspelt node in Model", Start(), Model("titel", "gpt-4o"),
+			"model of 'titel' → gpt-4o: no node or model 'titel' in the base run. Nodes that ran: research, title, write; models called: fake-1, fake/fake-1, gpt-4o-mini, openai/gpt-4o-mini. If the changed tail reaches it for the first time, wrap the change in fork.NewInTail."},
+		{"misspelt node in Temperature", Start(), Temperature("rite", 0.2),
+			"temperature of 'rite' → 0.2: no node or model 'rite' in the base run. Nodes that ran: research, title, write; models called: fake-1, fake/fake-1, gpt-4o-mini, openai/gpt-4o-mini. If the changed tail reaches it for the first time, wrap the change in fork.NewInTail."},
+		{"a tool that never ran", Start(), ToolResult(OnCall("nope", 1), 1),
+			"tool result of 'nope' call 1: the base run made no tool call 'nope'. Tools it called: search, publish. If the changed tail makes it for the first time, wrap the change in fork.NewInTail."},
+		{"an occurrence past the count", Start(), LLMResponse(OnCall("fake/fake-1", 7), 1),
+			"model response of 'fake/fake-1' call 7: the base run made 2 model call(s) 'fake/fake-1', so there is no call 7. If the changed tail makes more, wrap the change in fork.NewInTail."},
+		{"a call in the served prefix", BeforeNode("write", 1), ToolResult(OnCall("search", 2), 1),
+			"tool result of 'search' call 2: 'search' call 2 (step 6) is in the served prefix (the fork starts at step 14), and a change only acts on the tail. Fork at or before it (fork.Step(6)) to change it."},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			w := &world{}
+			_, err := Run(context.Background(), base, tt.at, c.agent(w), tt.change)
+			require.Error(t, err)
+			assert.Equal(t, tt.want, err.Error())
+			assert.ErrorIs(t, err, ErrInvalidChange)
+
+			sw, err := Each(context.Background(), base, tt.at, c.agent(w), []Named{
+				{Name: "fine", Changes: []Change{Param("max_words", 5)}},
+				{Name: "bad", Changes: []Change{tt.change}},
+			})
+			require.Error(t, err)
+			assert.Nil(t, sw)
+			assert.ErrorIs(t, err, ErrInvalidChange)
+			assert.Contains(t, err.Error(), "variant 'bad': "+tt.want)
+			assert.Zero(t, w.tools.Load()+w.models.Load(), "nothing runs before the changes are checked")
+
+			_, err = Estimate(base, tt.at, Named{Name: "bad", Changes: []Change{tt.change}})
+			assert.ErrorIs(t, err, ErrInvalidChange)
+			assert.Contains(t, err.Error(), tt.want)
+		})
+	}
+}
+
+// TestNewInTail: a change marked NewInTail is bound without its target
+// having occurred, reported unused when the tail does not reach it either,
+// and keeps the mark through its wire form.
+func TestNewInTail(t *testing.T) {
+	t.Parallel()
+	c, base := caseNamed(t, "research")
+	w := &world{}
+	change := NewInTail(Prompt("summarize", "Be brief."))
+	v, err := Run(context.Background(), base, Start(), c.agent(w), change, Memoize())
+	require.NoError(t, err)
+	require.Len(t, v.Changes, 1)
+	assert.Zero(t, v.Changes[0].Applied)
+	assert.Equal(t, `{"kind":"prompt","new_in_tail":true,"system_prompt":"Be brief.","target":"summarize"}`, change.Wire().Canonical())
+
+	back, err := parseChanges(wireChanges([]Change{change}))
+	require.NoError(t, err)
+	require.Len(t, back, 1)
+	assert.Equal(t, change.Wire(), back[0].Wire())
+	_, err = Estimate(base, Start(), Named{Name: "new", Changes: back})
+	assert.NoError(t, err)
+	if _, err := Run(context.Background(), base, Start(), c.agent(w), NewInTail(NewInTail(Prompt("x", "y")))); err == nil ||
+		!errors.Is(err, ErrInvalidChange) || !strings.Contains(err.Error(), "marked NewInTail twice") {
+		t.Errorf("NewInTail of NewInTail: %v", err)
+	}
+}
