@@ -14,13 +14,16 @@ import (
 type Estimation struct {
 	At       Resolved
 	Variants []VariantEstimate
-	// CostUSD is the sum of the variants' predicted costs.
+	// Samples is how many times each variant will run ([Samples]).
+	Samples int
+	// CostUSD is what the whole sweep is predicted to cost: the sum of the
+	// variants' predicted costs, times Samples.
 	CostUSD float64
 }
 
-// VariantEstimate is the prediction for one variant: the calls of the base
-// run's tail (the tail before changes), less the calls its output
-// substitutions serve. Costs are what those calls cost in the base run; a
+// VariantEstimate is the prediction for one sample of one variant: the
+// calls of the base run's tail (the tail before changes), less the calls
+// its output substitutions serve. Costs are what those calls cost in the base run; a
 // changed prompt or model is not priced differently, and Memoize would serve
 // unchanged calls for nothing, so it is an upper bound for memoized forks.
 type VariantEstimate struct {
@@ -37,19 +40,23 @@ type VariantEstimate struct {
 }
 
 // Estimate resolves the fork point and every variant's changes against
-// base, exactly as Each would, and predicts each variant's tail from the base
-// run's tail. An unresolvable point or change, or a conflict, is an error
-// before anything runs. No agent runs.
-func Estimate(base *trace.Trace, at At, variants ...Named) (*Estimation, error) {
+// base, exactly as [Each] would with the same variants and options, and
+// predicts each variant's tail from the base run's tail. opts are those the
+// sweep will run with: the changes among them are added to every variant's,
+// and [Samples] multiplies the predicted cost; the others change nothing
+// here. An unresolvable point or change, or a conflict, is an error before
+// anything runs. No agent runs.
+func Estimate(base *trace.Trace, at At, variants []Named, opts ...EachOption) (*Estimation, error) {
 	if base == nil {
 		return nil, errors.New("fork.Estimate: the base trace is nil")
 	}
+	cfg := eachConfig(opts)
 	ix := newIndex(base)
-	plans, r, err := planSweep(ix, at, variants, nil)
+	plans, r, err := planSweep(ix, at, variants, cfg.changes)
 	if err != nil {
 		return nil, fmt.Errorf("fork.Estimate: %w", err)
 	}
-	est := &Estimation{At: r}
+	est := &Estimation{At: r, Samples: max(cfg.samples, 1)}
 	p := r.pos
 	for i, plan := range plans {
 		ve := VariantEstimate{Name: variants[i].Name, ModelCalls: int(ix.sufModels[p]), ToolCalls: int(ix.sufTools[p]),
@@ -66,7 +73,7 @@ func Estimate(base *trace.Trace, at At, variants ...Named) (*Estimation, error) 
 				}
 			}
 		}
-		est.CostUSD += ve.CostUSD
+		est.CostUSD += ve.CostUSD * float64(est.Samples)
 		est.Variants = append(est.Variants, ve)
 	}
 	return est, nil
@@ -148,21 +155,31 @@ func (ix *index) tailMatches(b *bound, p int) []int32 {
 	return out
 }
 
-// Explain renders the estimate, one line per variant:
+// Explain renders the estimate, one line per variant naming its changes as
+// bound (the model a Model change would use, for instance):
 //
-//	estimate at step 6 (before 'decide' execution 1)
-//	  stricter  ~$0.0020 over 1 model call(s) and 1 tool call(s)
-//	  broken    ~$0.0020 over 1 model call(s) and 1 tool call(s); unmatched: param 'x' → 1
-//	  total     ~$0.0040
+//	estimate at step 6 (before 'decide' execution 1), 3 samples each
+//	  stricter  ~$0.0020 over 1 model call(s) and 1 tool call(s) per sample; prompt of 'decide'
+//	  broken    ~$0.0020 over 1 model call(s) and 1 tool call(s) per sample; param 'x' → 1; unmatched: param 'x' → 1
+//	  total     ~$0.0120
 func (e *Estimation) Explain() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "estimate at %s\n", e.At)
+	fmt.Fprintf(&b, "estimate at %s", e.At)
+	per := ""
+	if e.Samples > 1 {
+		fmt.Fprintf(&b, ", %d samples each", e.Samples)
+		per = " per sample"
+	}
+	b.WriteString("\n")
 	width := len("total")
 	for _, v := range e.Variants {
 		width = max(width, len(v.Name))
 	}
 	for _, v := range e.Variants {
-		fmt.Fprintf(&b, "  %-*s  ~$%.4f over %d model call(s) and %d tool call(s)", width, v.Name, v.CostUSD, v.ModelCalls, v.ToolCalls)
+		fmt.Fprintf(&b, "  %-*s  ~$%.4f over %d model call(s) and %d tool call(s)%s", width, v.Name, v.CostUSD, v.ModelCalls, v.ToolCalls, per)
+		if len(v.Changes) > 0 {
+			fmt.Fprintf(&b, "; %s", strings.Join(v.Changes, ", "))
+		}
 		if len(v.Unmatched) > 0 {
 			fmt.Fprintf(&b, "; unmatched: %s", strings.Join(v.Unmatched, "; "))
 		}

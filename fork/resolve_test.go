@@ -8,6 +8,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/stepfork/stepfork/replay"
+	"github.com/stepfork/stepfork/trace"
+	"github.com/stepfork/stepfork/trace/diff"
 )
 
 // TestTargetsThatNeverOccur: a change whose target the base run never
@@ -55,7 +59,7 @@ func TestTargetsThatNeverOccur(t *testing.T) {
 			assert.Contains(t, err.Error(), "variant 'bad': "+tt.want)
 			assert.Zero(t, w.tools.Load()+w.models.Load(), "nothing runs before the changes are checked")
 
-			_, err = Estimate(base, tt.at, Named{Name: "bad", Changes: []Change{tt.change}})
+			_, err = Estimate(base, tt.at, []Named{{Name: "bad", Changes: []Change{tt.change}}})
 			assert.ErrorIs(t, err, ErrInvalidChange)
 			assert.Contains(t, err.Error(), tt.want)
 		})
@@ -80,10 +84,32 @@ func TestNewInTail(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, back, 1)
 	assert.Equal(t, change.Wire(), back[0].Wire())
-	_, err = Estimate(base, Start(), Named{Name: "new", Changes: back})
+	_, err = Estimate(base, Start(), []Named{{Name: "new", Changes: back}})
 	assert.NoError(t, err)
 	if _, err := Run(context.Background(), base, Start(), c.agent(w), NewInTail(NewInTail(Prompt("x", "y")))); err == nil ||
 		!errors.Is(err, ErrInvalidChange) || !strings.Contains(err.Error(), "marked NewInTail twice") {
 		t.Errorf("NewInTail of NewInTail: %v", err)
 	}
+}
+
+// TestStateDeleteIsAnAbsence: a State change that deletes a key records the
+// deletion as an absence, so the diff shows the key removed (-k), not
+// changed to null.
+func TestStateDeleteIsAnAbsence(t *testing.T) {
+	t.Parallel()
+	agent := func(ctx context.Context, _ trace.Value) (any, error) {
+		if err := replay.Set(ctx, "plan", "draft"); err != nil {
+			return nil, err
+		}
+		return replay.Read(ctx, "plan", "draft"), nil
+	}
+	rec, err := replay.Record(context.Background(), "state-agent", nil, agent)
+	require.NoError(t, err)
+	v, err := Run(context.Background(), rec.Trace, Start(), agent, State{Delete: []string{"plan"}})
+	require.NoError(t, err)
+	require.Len(t, v.Diff.State, 1)
+	d := v.Diff.State[0]
+	assert.Equal(t, "plan", d.Key)
+	assert.Equal(t, diff.Removed, d.Change, "the deleted key: %+v", d)
+	assert.True(t, d.After.IsAbsent(), "after: %v", d.After)
 }

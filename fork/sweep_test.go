@@ -163,10 +163,10 @@ func TestCancellation(t *testing.T) {
 func TestEstimate(t *testing.T) {
 	t.Parallel()
 	_, base := caseNamed(t, "refund")
-	est, err := Estimate(base, Failure(),
-		Named{Name: "control"},
-		Named{Name: "served", Changes: []Change{LLMResponse(OnCall("fake/fake-1", 1), replay.Response{Content: "escalate"}), Param("nope", 1)}},
-	)
+	est, err := Estimate(base, Failure(), []Named{
+		{Name: "control"},
+		{Name: "served", Changes: []Change{LLMResponse(OnCall("fake/fake-1", 1), replay.Response{Content: "escalate"}), Param("nope", 1)}},
+	})
 	require.NoError(t, err)
 	require.Len(t, est.Variants, 2)
 	assert.Equal(t, VariantEstimate{Name: "control", ModelCalls: 1, ToolCalls: 1, CostUSD: 0.002, Tokens: 120}, est.Variants[0])
@@ -178,8 +178,28 @@ func TestEstimate(t *testing.T) {
 	assert.Contains(t, est.Explain(), "  control  ~$0.0020 over 1 model call(s) and 1 tool call(s)\n")
 	assert.Contains(t, est.Explain(), "; unmatched: param 'nope' → 1\n")
 
-	_, err = Estimate(base, Failure(), Named{Name: "bad", Changes: []Change{Temperature("decide", -1)}})
+	_, err = Estimate(base, Failure(), []Named{{Name: "bad", Changes: []Change{Temperature("decide", -1)}}})
 	assert.ErrorIs(t, err, ErrInvalidChange)
-	_, err = Estimate(base, Failure())
+	_, err = Estimate(base, Failure(), nil)
 	assert.EqualError(t, err, "fork.Estimate: no variants given, so there is nothing to compare")
+}
+
+// TestEstimateSamples: an estimate takes the options the sweep will run
+// with: Samples multiplies the prediction, changes given there join every
+// variant's, and the explanation names each variant's changes.
+func TestEstimateSamples(t *testing.T) {
+	t.Parallel()
+	_, base := caseNamed(t, "refund")
+	est, err := Estimate(base, Failure(), []Named{
+		{Name: "control"},
+		{Name: "bigger", Changes: []Change{Model("decide", "fake-2")}},
+	}, Samples(3), Temperature(All, 0.5))
+	require.NoError(t, err)
+	assert.Equal(t, 3, est.Samples)
+	assert.InDelta(t, 2*3*0.002, est.CostUSD, 1e-12)
+	assert.Equal(t, []string{"temperature of '*' → 0.5", "model of 'decide' → fake-2"}, est.Variants[1].Changes)
+	assert.Equal(t, "estimate at step 6 (before the failing node ('decide', execution 1)), 3 samples each\n"+
+		"  control  ~$0.0020 over 1 model call(s) and 1 tool call(s) per sample; temperature of '*' → 0.5\n"+
+		"  bigger   ~$0.0020 over 1 model call(s) and 1 tool call(s) per sample; temperature of '*' → 0.5, model of 'decide' → fake-2\n"+
+		"  total    ~$0.0120\n", est.Explain())
 }

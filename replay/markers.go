@@ -93,10 +93,9 @@ func (s *session) setLocked(sc *scope, key string, v trace.Value) {
 	if !ok {
 		before = trace.NullValue
 	}
-	after := v
+	after := v // Absent for a deletion: the key has no value after it
 	if v.IsAbsent() {
 		delete(s.state, key)
-		after = trace.NullValue
 	} else {
 		s.state[key] = v
 	}
@@ -107,7 +106,7 @@ func (s *session) setLocked(sc *scope, key string, v trace.Value) {
 			path string
 			v    *trace.Value
 		}{{"/before", &ev.Before}, {"/after", &ev.After}} {
-			if !f.v.IsNull() && f.v.Canonical() != redactedValue.Canonical() {
+			if !f.v.IsNull() && !f.v.IsAbsent() && f.v.Canonical() != redactedValue.Canonical() {
 				*f.v = redactedValue
 				paths = append(paths, f.path)
 			}
