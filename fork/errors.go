@@ -27,6 +27,9 @@ var (
 	// the fork point. The served prefix is only meaningful when the agent
 	// makes the calls the recording holds.
 	ErrPrefixDiverged = errors.New("the prefix of the base run did not replay")
+	// ErrOverBudget: a fork or sweep whose estimated tails cost more than
+	// its [Budget]; nothing ran.
+	ErrOverBudget = errors.New("over budget")
 	// ErrAgentPanicked: the agent panicked while a variant ran.
 	ErrAgentPanicked = errors.New("the agent panicked")
 	// ErrNotFork: [ReadInfo] of a trace that has no fork.json, an original

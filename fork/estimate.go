@@ -57,26 +57,32 @@ func Estimate(base *trace.Trace, at At, variants []Named, opts ...EachOption) (*
 		return nil, fmt.Errorf("fork.Estimate: %w", err)
 	}
 	est := &Estimation{At: r, Samples: max(cfg.samples, 1)}
-	p := r.pos
 	for i, plan := range plans {
-		ve := VariantEstimate{Name: variants[i].Name, ModelCalls: int(ix.sufModels[p]), ToolCalls: int(ix.sufTools[p]),
-			CostUSD: ix.sufCost[p], Tokens: ix.sufTokens[p]}
-		for _, b := range plan.changes {
-			ve.Changes = append(ve.Changes, b.desc)
-			calls := ix.tailMatches(b, p)
-			if len(calls) == 0 {
-				ve.Unmatched = append(ve.Unmatched, b.desc)
-			}
-			if b.kind == ckToolResult || b.kind == ckLLMResponse {
-				for _, c := range calls {
-					ix.subtractCall(&ve, c)
-				}
-			}
-		}
+		ve := ix.predict(variants[i].Name, plan)
 		est.CostUSD += ve.CostUSD * float64(est.Samples)
 		est.Variants = append(est.Variants, ve)
 	}
 	return est, nil
+}
+
+// predict is the estimate of one sample of the variant plan runs.
+func (ix *index) predict(name string, plan *forkPlan) VariantEstimate {
+	p := plan.at.pos
+	ve := VariantEstimate{Name: name, ModelCalls: int(ix.sufModels[p]), ToolCalls: int(ix.sufTools[p]),
+		CostUSD: ix.sufCost[p], Tokens: ix.sufTokens[p]}
+	for _, b := range plan.changes {
+		ve.Changes = append(ve.Changes, b.desc)
+		calls := ix.tailMatches(b, p)
+		if len(calls) == 0 {
+			ve.Unmatched = append(ve.Unmatched, b.desc)
+		}
+		if b.kind == ckToolResult || b.kind == ckLLMResponse {
+			for _, c := range calls {
+				ix.subtractCall(&ve, c)
+			}
+		}
+	}
+	return ve
 }
 
 // subtractCall removes a substituted call from a prediction.

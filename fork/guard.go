@@ -91,6 +91,8 @@ type director struct {
 	memoize bool
 	log     *slog.Logger
 	changes []*bound
+	// reviewer answers the tail's approvals no change answers (Reviewer).
+	reviewer func(ctx context.Context, approval string) (any, error)
 
 	suppressed []SuppressedEffect
 	memoHits   []MemoHit
@@ -148,6 +150,18 @@ func (d *director) Direct(c *replay.Call) replay.Action {
 		if all != nil {
 			d.applied(all, c.Step)
 			return replay.Serve(all.value)
+		}
+		if d.reviewer != nil {
+			answer, err := d.reviewer(d.ctx, c.Name)
+			if err != nil {
+				return replay.Fail(fmt.Errorf("fork: the reviewer of approval '%s': %w", c.Name, err))
+			}
+			v, err := toValue(answer)
+			if err != nil {
+				return replay.Fail(fmt.Errorf("fork: the reviewer's answer to approval '%s' cannot be recorded: %w", c.Name, err))
+			}
+			d.logf("approval reviewed", slog.String("approval", c.Name), slog.Int("step", c.Step))
+			return replay.Serve(v)
 		}
 		if c.Marker != nil {
 			return replay.Strict()

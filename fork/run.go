@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"runtime/debug"
 	"time"
 
@@ -53,6 +54,58 @@ type config struct {
 	groupID     string
 	concurrency int
 	samples     int
+
+	budget       float64 // with hasBudget: the most the tails may cost, USD
+	hasBudget    bool
+	ignoreBudget bool
+	reviewer     func(ctx context.Context, approval string) (any, error)
+}
+
+// Budget refuses a fork or a sweep whose tails are estimated to cost more
+// than maxUSD before anything runs (the error matches [ErrOverBudget]). The
+// estimate is [Estimate]'s: the base run's tail as recorded, less the calls
+// the changes substitute, times [Samples] for a sweep (an upper bound under
+// [Memoize]).
+func Budget(maxUSD float64) Option {
+	return optionFunc(func(c *config) { c.budget, c.hasBudget = maxUSD, true })
+}
+
+// IgnoreBudget runs a fork or sweep even when its estimate exceeds its
+// [Budget], for a run that knowingly spends more than the budget shared by
+// a set of options.
+func IgnoreBudget() Option { return optionFunc(func(c *config) { c.ignoreBudget = true }) }
+
+// budgetError is the refusal of a fork over its budget.
+type budgetError struct{ msg string }
+
+func (e *budgetError) Error() string        { return e.msg }
+func (e *budgetError) Is(target error) bool { return target == ErrOverBudget }
+
+// checkBudget refuses an estimated cost over the budget; what describes
+// the estimate.
+func (c *config) checkBudget(entry string, cost float64, what string) error {
+	switch {
+	case !c.hasBudget:
+		return nil
+	case math.IsNaN(c.budget) || c.budget < 0:
+		return changeErrf(fmt.Sprintf("fork.Budget(%v)", c.budget), "a budget is a non-negative number of US dollars")
+	case c.ignoreBudget || cost <= c.budget+1e-12:
+		return nil
+	}
+	return &budgetError{fmt.Sprintf("%s: %s is estimated at $%.4f (%s), over the budget of $%.4f. Raise fork.Budget, fork later, substitute the calls, or pass fork.IgnoreBudget() to run anyway.",
+		entry, map[bool]string{true: "the sweep", false: "the tail"}[entry == "fork.Each"], cost, what, c.budget)}
+}
+
+// Reviewer answers the approvals ([replay.Approve]) of the tail as the tail
+// reaches them: review is called with the approval's name, and its answer
+// (a [trace.Value] or anything [trace.ValueOf] accepts) is what the
+// approval returns, recorded with "forced":true; an error from review fails
+// the approval, and so, usually, the variant. A [HumanResponse] for the same
+// approval wins over the reviewer. review is called while the session holds
+// its lock, one approval at a time: it may block (a person answering), but
+// must not call into package replay.
+func Reviewer(review func(ctx context.Context, approval string) (any, error)) Option {
+	return optionFunc(func(c *config) { c.reviewer = review })
 }
 
 func runConfig(opts []RunOption) config {
@@ -233,6 +286,12 @@ func Run(ctx context.Context, base *trace.Trace, at At, agent replay.Agent, opts
 	if err != nil {
 		return nil, err
 	}
+	if cfg.hasBudget {
+		ve := p.ix.predict("", p)
+		if err := cfg.checkBudget("fork.Run", ve.CostUSD, fmt.Sprintf("%d model call(s) as recorded", ve.ModelCalls)); err != nil {
+			return nil, err
+		}
+	}
 	return p.run(ctx, agent, &cfg, cfg.savePath)
 }
 
@@ -273,7 +332,7 @@ func (p *forkPlan) fresh() []*bound {
 // run executes one variant. savePath is where to save it when cfg.save.
 func (p *forkPlan) run(ctx context.Context, agent replay.Agent, cfg *config, savePath string) (v *Variant, err error) {
 	base := p.ix.tr
-	d := &director{ctx: ctx, ix: p.ix, at: p.at, policy: cfg.policy, memoize: cfg.memoize, log: cfg.log,
+	d := &director{ctx: ctx, ix: p.ix, at: p.at, policy: cfg.policy, memoize: cfg.memoize, log: cfg.log, reviewer: cfg.reviewer,
 		changes: p.fresh(), readDone: map[string]bool{}}
 	d.logf("fork started", slog.String("base_run_id", base.RunID), slog.Int("step", p.at.Step),
 		slog.String("at", p.at.Description), slog.String("node", p.at.Node), slog.Int("changes", len(p.changes)),

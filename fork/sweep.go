@@ -116,6 +116,15 @@ func Each(ctx context.Context, base *trace.Trace, at At, agent replay.Agent, var
 	if err != nil {
 		return nil, fmt.Errorf("fork.Each: %w", err)
 	}
+	if cfg.hasBudget {
+		total, samples := 0.0, max(cfg.samples, 1)
+		for i, p := range plans {
+			total += ix.predict(variants[i].Name, p).CostUSD * float64(samples)
+		}
+		if err := cfg.checkBudget("fork.Each", total, fmt.Sprintf("%d variant(s) × %d sample(s)", len(plans), samples)); err != nil {
+			return nil, err
+		}
+	}
 	// The replay plan of the base, shared by every variant: prepared here,
 	// before the workers start, rather than by the first of them while the
 	// others wait.
