@@ -798,3 +798,39 @@ func ChangeApplied(t TestingT, v *fork.Variant, msgAndArgs ...any) bool {
 	}
 	return report(t, CheckChangeApplied(v), msgAndArgs)
 }
+
+// ---- Beats ----
+
+// CheckBeats reports whether variant a of a scored sweep ([fork.Score])
+// beats variant b beyond the noise of their samples ([fork.Sweep.Beats]:
+// the 95 % interval of a's mean score lies entirely above b's):
+//
+//	expected 'stricter' to beat 'shipped' beyond the noise; 'stricter' scores 0.45 [0.26, 0.66] over 20 sample(s), 'shipped' 0.30 [0.15, 0.52] over 20: the intervals overlap (more samples may tell them apart)
+func CheckBeats(s *fork.Sweep, a, b string) error {
+	if s == nil {
+		return invalidf("Beats: the sweep is nil")
+	}
+	beats, err := s.Beats(a, b)
+	if err != nil {
+		return invalidf("Beats: %v", err)
+	}
+	if beats {
+		return nil
+	}
+	sa, sb := s.Entry(a).Stats(), s.Entry(b).Stats()
+	why := "the intervals overlap (more samples may tell them apart)"
+	if sa.Mean <= sb.Mean {
+		why = "it does not score higher"
+	}
+	return mismatchf("expected %s to beat %s beyond the noise; %s scores %.2f [%.2f, %.2f] over %d sample(s), %s %.2f [%.2f, %.2f] over %d: %s",
+		reprString(a), reprString(b), reprString(a), sa.Mean, sa.Low, sa.High, sa.Samples, reprString(b), sb.Mean, sb.Low, sb.High, sb.Samples, why)
+}
+
+// Beats asserts that variant a of a scored sweep beats variant b beyond the
+// noise of their samples; see [CheckBeats].
+func Beats(t TestingT, s *fork.Sweep, a, b string, msgAndArgs ...any) bool {
+	if h, ok := t.(tHelper); ok {
+		h.Helper()
+	}
+	return report(t, CheckBeats(s, a, b), msgAndArgs)
+}

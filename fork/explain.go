@@ -58,6 +58,9 @@ func (v *Variant) Explain() string {
 	}
 	fmt.Fprintf(&b, "  cost      $%.4f incurred, %d tokens, %d live model call(s), %d live tool call(s)\n",
 		v.IncurredCost, v.IncurredTokens, v.LiveModelCalls, v.LiveToolCalls)
+	if v.Scored {
+		fmt.Fprintf(&b, "  score     %.2f (base %.2f, %+.2f)\n", v.Score, v.BaseScore, v.Score-v.BaseScore)
+	}
 	if v.Path != "" {
 		fmt.Fprintf(&b, "  saved     %s\n", v.Path)
 	}

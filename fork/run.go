@@ -59,6 +59,7 @@ type config struct {
 	hasBudget    bool
 	ignoreBudget bool
 	reviewer     func(ctx context.Context, approval string) (any, error)
+	score        func(run *trace.Trace, output trace.Value) float64
 }
 
 // Budget refuses a fork or a sweep whose tails are estimated to cost more
@@ -235,6 +236,10 @@ type Variant struct {
 	LiveToolCalls      int
 	Policy             Policy
 	Memoized           bool
+	// Score and BaseScore are the variant's and the base run's scores, when
+	// Scored ([Score]).
+	Score, BaseScore float64
+	Scored           bool
 	// Path is where the variant was saved ("" when it was not).
 	Path string
 }
@@ -381,6 +386,9 @@ func (p *forkPlan) run(ctx context.Context, agent replay.Agent, cfg *config, sav
 		v.Status = StatusFailed
 	default:
 		v.Status = StatusCompleted
+	}
+	if cfg.score != nil {
+		v.Score, v.BaseScore, v.Scored = cfg.score(v.Trace, runOutput(v.Trace)), cfg.score(base, runOutput(base)), true
 	}
 	v.Info = p.info(v, cfg)
 	data, merr := v.Info.marshal()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
@@ -270,7 +271,8 @@ func safeName(name string) string {
 	}, name)
 }
 
-// Explain renders the sweep as a table in the order of the variants:
+// Explain renders the sweep as a table in the order of the variants (with
+// each variant's mean score and its 95 % interval when it is scored):
 //
 //	sweep of 41d0be… at step 6 (before 'decide' execution 1) — 3 variant(s)
 //	  variant   status      incurred   path
@@ -292,7 +294,17 @@ func (s *Sweep) Explain() string {
 	for _, e := range s.Entries {
 		width = max(width, len(e.Name))
 	}
-	fmt.Fprintf(&b, "  %-*s  %-14s %-10s %s\n", width, "variant", "status", "incurred", "path")
+	scored := false
+	for _, e := range s.Entries {
+		scored = scored || e.Variant != nil && e.Variant.Scored
+	}
+	scoreCol := func(text string) string {
+		if !scored {
+			return ""
+		}
+		return fmt.Sprintf("%-20s ", text)
+	}
+	fmt.Fprintf(&b, "  %-*s  %-14s %-10s %s%s\n", width, "variant", "status", "incurred", scoreCol("score (95%)"), "path")
 	for _, e := range s.Entries {
 		if e.Variant == nil {
 			msg := "not run"
@@ -318,7 +330,11 @@ func (s *Sweep) Explain() string {
 		if path == "" {
 			path = "(not saved)"
 		}
-		fmt.Fprintf(&b, "  %-*s  %-14s %-10s %s\n", width, e.Name, status, cost, path)
+		score := ""
+		if st := e.Stats(); !math.IsNaN(st.Mean) {
+			score = fmt.Sprintf("%.2f [%.2f, %.2f]", st.Mean, st.Low, st.High)
+		}
+		fmt.Fprintf(&b, "  %-*s  %-14s %-10s %s%s\n", width, e.Name, status, cost, scoreCol(score), path)
 	}
 	fmt.Fprintf(&b, "  %-*s  %-14s $%.4f incurred\n", width, "total", "", s.TotalCost())
 	return b.String()
