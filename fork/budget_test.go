@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/stepfork/stepfork/replay"
 )
 
 // TestBudget: a fork or sweep whose estimated tail cost exceeds its budget
@@ -67,4 +69,34 @@ func TestReviewer(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, StatusFailed, v.Status)
 	assert.ErrorIs(t, v.Err, gone)
+}
+
+// namer records the run id an Observer is told at the start of a run.
+type namer struct {
+	replay.Observer
+	started string
+}
+
+func (n *namer) StartRun(ctx context.Context, run *replay.RunInfo) context.Context {
+	n.started = run.RunID
+	return ctx
+}
+func (n *namer) EndRun(context.Context, *replay.RunInfo, *replay.Result)           {}
+func (n *namer) StartCall(ctx context.Context, _ *replay.CallInfo) context.Context { return ctx }
+func (n *namer) EndCall(context.Context, *replay.CallInfo)                         {}
+
+// TestRunID: a fork named before it runs carries the name from the start
+// of its run, in its trace and in its fork.json.
+func TestRunID(t *testing.T) {
+	t.Parallel()
+	c, base := caseNamed(t, "refund")
+	n := &namer{}
+	ctx := replay.WithObserver(context.Background(), n)
+	v, err := Run(ctx, base, Failure(), c.agent(&world{}), RunID("run_named_before"))
+	require.NoError(t, err)
+	assert.Equal(t, "run_named_before", n.started, "the observer knew the name when the run started")
+	assert.Equal(t, "run_named_before", v.Trace.RunID)
+	assert.Equal(t, "run_named_before", v.Info.RunID)
+	_, err = Run(context.Background(), base, Failure(), c.agent(&world{}), RunID(base.RunID))
+	assert.ErrorContains(t, err, "is the run id of the trace replayed")
 }

@@ -60,7 +60,19 @@ type config struct {
 	ignoreBudget bool
 	reviewer     func(ctx context.Context, approval string) (any, error)
 	score        func(run *trace.Trace, output trace.Value) float64
+	runID        string // RunID; "" draws one
 }
+
+// RunID names the variant before it runs: id is its run id, known to a
+// [replay.Observer] in the context from the start of the run (so a sink
+// keyed on the run can open before the tail writes into it), and in its
+// fork.json. It must differ from the base run's.
+func RunID(id string) RunOption { return runOnly(func(c *config) { c.runID = id }) }
+
+// runOnly is an option of Run only.
+type runOnly func(*config)
+
+func (f runOnly) applyRun(c *config) { f(c) }
 
 // Budget refuses a fork or a sweep whose tails are estimated to cost more
 // than maxUSD before anything runs (the error matches [ErrOverBudget]). The
@@ -348,16 +360,24 @@ func (p *forkPlan) run(ctx context.Context, agent replay.Agent, cfg *config, sav
 		return nil, fmt.Errorf("fork: %w", err)
 	}
 	var res *replay.Result
+	var replayErr error
 	func() {
 		defer func() {
 			if r := recover(); r != nil {
 				err = fmt.Errorf("fork: %w in the variant of %s: %v\n%s", ErrAgentPanicked, base.RunID, r, debug.Stack())
 			}
 		}()
-		res, _ = prep.Replay(ctx, agent, replay.WithDirector(d))
+		opts := []replay.ReplayOption{replay.WithDirector(d)}
+		if cfg.runID != "" {
+			opts = append(opts, replay.RunID(cfg.runID))
+		}
+		res, replayErr = prep.Replay(ctx, agent, opts...)
 	}()
 	if err != nil {
 		return nil, err
+	}
+	if res == nil && replayErr != nil {
+		return nil, fmt.Errorf("fork: %w", replayErr)
 	}
 	if res == nil {
 		return nil, errors.New("fork: the replay session produced no result")

@@ -61,6 +61,7 @@ type config struct {
 	save       bool
 	savePath   string
 	saveOpts   []trace.SaveOption
+	runID      string // "" draws one
 }
 
 // setMode records the mode an option asks for; asking for two different
@@ -119,6 +120,12 @@ func SaveTo(path string, opts ...trace.SaveOption) Option {
 	return both(func(c *config) { c.save, c.savePath, c.saveOpts = true, path, opts })
 }
 
+// RunID names the session's run before it starts: id is the run id of the
+// trace the session records, known to an [Observer] from StartRun on, so a
+// sink keyed on the run can open before the run writes into it. Without it
+// the session draws a fresh "run_<32 hex>".
+func RunID(id string) Option { return both(func(c *config) { c.runID = id }) }
+
 func recordConfig(opts []RecordOption) config {
 	c := config{mode: ModeFrozen}
 	for _, o := range opts {
@@ -142,6 +149,9 @@ func replayConfig(opts []ReplayOption) config {
 // checkReplay checks the mode options against each other and against the
 // trace p was prepared from.
 func (c *config) checkReplay(p *Prepared) error {
+	if c.runID != "" && c.runID == p.base.RunID {
+		return optionErrf("replay.RunID: %s is the run id of the trace replayed; a replay is a new run and needs a new id", c.runID)
+	}
 	if c.conflict != "" {
 		return optionErrf("replay: both %s and %s were given; a replay has one mode", c.modeBy, c.conflict)
 	}

@@ -211,8 +211,12 @@ func newSession(cfg config, p *Prepared, agent string) *session {
 	}
 	goos := runtime.GOOS
 	version := Version
+	runID := cfg.runID
+	if runID == "" {
+		runID = newRunID()
+	}
 	s.tr = &trace.Trace{Manifest: trace.Manifest{
-		RunID:       newRunID(),
+		RunID:       runID,
 		AgentName:   agent,
 		CreatedAt:   now(),
 		Status:      trace.RunRunning,
