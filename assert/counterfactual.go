@@ -138,7 +138,7 @@ func divergenceLine(d *diff.Result) string {
 	return "\nfirst divergence: " + describeDivergence(d)
 }
 
-// ---- Equivalent, Diverged, DivergesAt ----
+// ---- Equivalent, Diverged, DivergesAtStep, DivergesInNode ----
 
 // CheckEquivalent reports whether the variant behaved exactly like its base
 // (diff.Result.Equivalent: no behavior step added, removed or changed;

@@ -46,8 +46,8 @@
 // Counterfactual) the assertions say what the change did: Equivalent,
 // Diverged, DivergesAtStep, DivergesInNode, Completed, Status, StateChanged,
 // StateUnchanged, StateEqual, PathEqual, OutputEqual, NoSuppressedEffects,
-// IncurredCostAtMost, TokensAtMost and ChangeApplied. Their failures name the
-// first divergence and its step:
+// IncurredCostAtMost, TokensAtMost and ChangeApplied; on a scored sweep,
+// Beats. Their failures name the first divergence and its step:
 //
 //	v, err := fork.Run(ctx, base, fork.Failure(), agent, fork.Prompt("decide", "Refunds above the limit need approval."))
 //	...

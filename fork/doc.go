@@ -53,7 +53,20 @@
 //
 // [Each] runs its variants concurrently ([Concurrency]), [Samples] times
 // each, sharing one read-only index of the base run; [Estimate] predicts a
-// sweep's calls and cost from the base run's tail without running anything.
+// sweep's calls and cost from the base run's tail without running anything,
+// and a [Budget] refuses a fork or sweep whose prediction exceeds it. A
+// [Score] scores every run; a scored sweep gives each variant's mean score
+// and pass rate with 95 % intervals ([Entry.Stats]), ranks the variants
+// ([Sweep.Ranked]) and says whether one beats another beyond the noise of
+// its samples ([Sweep.Beats]).
+//
+// A change whose target the base run never reached (a node or model that
+// no call matches, an [OnCall] of a name never called, or of an occurrence
+// past the calls made or in the served prefix) is refused before anything
+// runs, naming what the run offers; [NewInTail] marks a target the changed
+// tail reaches for the first time. Approvals of the tail are answered by a
+// [HumanResponse], else by a [Reviewer] who is present, else with the base
+// run's recorded answer. [RunID] names a variant before it runs.
 //
 // Options are sealed per entry point: an [Option] (a change, a policy,
 // Memoize, [Logger], [GroupID]) configures Run and Each alike, a
