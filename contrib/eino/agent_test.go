@@ -161,7 +161,7 @@ const systemPrompt = "You book flights for travellers."
 func (w *world) agent() replay.Agent {
 	return replay.Typed(func(ctx context.Context, ask string) (string, error) {
 		a, err := react.NewAgent(ctx, &react.AgentConfig{
-			ToolCallingModel: sfeino.Model("fake", "flights-1", w.model),
+			ToolCallingModel: sfeino.Model("fake", "flights-1", w.model).WithPrice(replay.Price{Input: 0.5, Output: 1.5}),
 			ToolsConfig:      compose.ToolsNodeConfig{Tools: sfeino.Tools(w.tools()...), ExecuteSequentially: true},
 			MaxStep:          12,
 		})

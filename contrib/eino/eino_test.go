@@ -87,6 +87,36 @@ func TestMemoizedNullFork(t *testing.T) {
 	}
 }
 
+// The tail runs the model live: it mints fresh tool-call ids, which the
+// wrapper makes stable, so a model that answers the same makes the fork
+// equivalent; the tail's tool calls are served by the guard, and the live
+// calls have a cost from the model's price.
+func TestLiveTailIsEquivalent(t *testing.T) {
+	t.Parallel()
+	w := newWorld()
+	base := record(t, w)
+	if base.Totals.CostUSD == nil || *base.Totals.CostUSD <= 0 {
+		t.Errorf("the recording has no cost: %v", base.Totals.CostUSD)
+	}
+	calls := w.model.calls.Load()
+	v, err := fork.Run(context.Background(), base, fork.BeforeCall(replay.KindLLM, "fake/flights-1", 2), w.agent())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := w.model.calls.Load() - calls; n != 2 {
+		t.Fatalf("the tail called the model %d times, want 2", n)
+	}
+	assert.Equivalent(t, v)
+	assert.NoSuppressedEffects(t, v)
+	if w.booked.Load() != 1 {
+		t.Errorf("%d bookings in all; the guard should serve the tail's", w.booked.Load())
+	}
+	if v.IncurredCost <= 0 {
+		t.Errorf("incurred cost %v, want > 0", v.IncurredCost)
+	}
+	assert.IncurredCostAtMost(t, v, 0.001)
+}
+
 func TestPromptAndTemperatureReachTheModel(t *testing.T) {
 	t.Parallel()
 	w := newWorld()

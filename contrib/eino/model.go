@@ -23,6 +23,7 @@ type ChatModel struct {
 	inner         model.BaseChatModel
 	provider, mdl string
 	tools         []*schema.ToolInfo // bound with WithTools or BindTools
+	price         *replay.Price
 }
 
 var (
@@ -36,6 +37,16 @@ var (
 // a call overrides name for that call.
 func Model(provider, name string, m model.BaseChatModel) *ChatModel {
 	return &ChatModel{inner: m, provider: provider, mdl: name}
+}
+
+// WithPrice returns a copy of the model whose live calls record a cost:
+// the response's tokens at p (US dollars per million tokens; cached input
+// tokens at p.CachedInput, or p.Input when it is zero). Without a price a
+// call records its tokens and no cost.
+func (m *ChatModel) WithPrice(p replay.Price) *ChatModel {
+	c := *m
+	c.price = &p
+	return &c
 }
 
 // WithTools returns a copy of the model with tools bound, the wrapped
@@ -171,13 +182,23 @@ func patched(body trace.Value, input []*schema.Message, opts []model.Option, ori
 	return p.Messages, out, nil
 }
 
-func usageOf(msg *schema.Message) (replay.Usage, bool) {
+// usageOf is the usage a response reports, priced with the model's price.
+func (m *ChatModel) usageOf(msg *schema.Message) (replay.Usage, bool) {
 	if msg == nil || msg.ResponseMeta == nil || msg.ResponseMeta.Usage == nil {
 		return replay.Usage{}, false
 	}
 	u := msg.ResponseMeta.Usage
-	return replay.Usage{PromptTokens: int64(u.PromptTokens), CompletionTokens: int64(u.CompletionTokens),
-		TotalTokens: int64(u.TotalTokens)}, true
+	out := replay.Usage{PromptTokens: int64(u.PromptTokens), CompletionTokens: int64(u.CompletionTokens),
+		TotalTokens: int64(u.TotalTokens)}
+	if p := m.price; p != nil {
+		cached := float64(u.PromptTokenDetails.CachedTokens)
+		cachedPrice := p.CachedInput
+		if cachedPrice == 0 {
+			cachedPrice = p.Input
+		}
+		out.CostUSD = ((float64(u.PromptTokens)-cached)*p.Input + cached*cachedPrice + float64(u.CompletionTokens)*p.Output) / 1e6
+	}
+	return out, true
 }
 
 func valueOf(v any) (trace.Value, error) {
@@ -190,7 +211,10 @@ func valueOf(v any) (trace.Value, error) {
 
 // Generate makes the model call, recorded with the request (messages,
 // common options, bound tools) as input and the response message as output;
-// its token usage is reported. On replay the recorded message is returned
+// its token usage is reported. The tool-call ids of the answer are replaced
+// by ids derived from the conversation and the calls (stable: a model that
+// answers the same way yields the same ids), so that a fork's live tail whose
+// model says the same thing is equivalent to its base. On replay the recorded message is returned
 // without calling the model.
 func (m *ChatModel) Generate(ctx context.Context, input []*schema.Message, opts ...model.Option) (*schema.Message, error) {
 	req, err := m.request(input, opts, false)
@@ -212,7 +236,8 @@ func (m *ChatModel) Generate(ctx context.Context, input []*schema.Message, opts 
 		if err != nil {
 			return trace.Value{}, err
 		}
-		if u, ok := usageOf(msg); ok {
+		stableIDs(len(in), msg)
+		if u, ok := m.usageOf(msg); ok {
 			replay.ReportUsage(ctx, u)
 		}
 		return valueOf(msg)
@@ -285,6 +310,7 @@ func (m *ChatModel) Stream(ctx context.Context, input []*schema.Message, opts ..
 			defer inner.Close()
 			var rec streamOutput
 			var usage *replay.Usage
+			minted := 0
 			for {
 				chunk, err := inner.Recv()
 				if errors.Is(err, io.EOF) {
@@ -294,8 +320,9 @@ func (m *ChatModel) Stream(ctx context.Context, input []*schema.Message, opts ..
 					rec.Error, streamErr = err.Error(), err
 					break
 				}
+				stableStreamIDs(len(in), chunk, &minted)
 				rec.Stream = append(rec.Stream, chunk)
-				if u, ok := usageOf(chunk); ok {
+				if u, ok := m.usageOf(chunk); ok {
 					usage = &u
 				}
 				if closed := sw.Send(chunk, nil); closed {

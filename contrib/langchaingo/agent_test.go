@@ -143,6 +143,9 @@ func (t toolFunc) Call(_ context.Context, in string) (string, error) {
 	return t.fn(in), nil
 }
 
+// prices are the fake model's, per million tokens.
+var prices = replay.Prices{"gpt-4o-mini": {Input: 0.15, Output: 0.60}}
+
 type world struct {
 	model           *fakeOpenAI
 	weather, bought atomic.Int32
@@ -153,7 +156,7 @@ type world struct {
 func (w *world) agent() replay.Agent {
 	return replay.Typed(func(ctx context.Context, question string) (string, error) {
 		llm, err := openai.New(openai.WithBaseURL(w.model.srv.URL+"/v1"), openai.WithToken("sk-test-not-a-real-key"),
-			openai.WithModel("gpt-4o-mini"), openai.WithHTTPClient(&http.Client{Transport: replay.Transport(nil)}))
+			openai.WithModel("gpt-4o-mini"), openai.WithHTTPClient(&http.Client{Transport: replay.Transport(nil, prices)}))
 		if err != nil {
 			return "", err
 		}

@@ -100,3 +100,32 @@ func TestPromptChangeAndGuard(t *testing.T) {
 		t.Errorf("%d purchases, want the allowed 1", w.bought.Load())
 	}
 }
+
+// The tail's model calls run live and answer with fresh ids, which the agent
+// sends back; the model says the same, so the fork is equivalent, with a
+// cost from the transport's prices.
+func TestLiveTailWithFreshIDsIsEquivalent(t *testing.T) {
+	t.Parallel()
+	w := &world{model: newFakeOpenAI(t)}
+	base := record(t, w)
+	if base.Totals.CostUSD == nil || *base.Totals.CostUSD <= 0 {
+		t.Errorf("the recording has no cost: %v", base.Totals.CostUSD)
+	}
+	before := w.model.requests.Load()
+	v, err := fork.Run(context.Background(), base, fork.BeforeCall(replay.KindLLM, "openai/gpt-4o-mini", 1), w.agent())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := w.model.requests.Load() - before; n != 2 {
+		t.Fatalf("the tail sent %d requests, want 2", n)
+	}
+	assert.Equivalent(t, v)
+	assert.NoSuppressedEffects(t, v)
+	if w.weather.Load() != 1 {
+		t.Errorf("the weather tool ran %d times in all; the guard should serve the tail's call", w.weather.Load())
+	}
+	if v.IncurredCost <= 0 {
+		t.Errorf("the live tail incurred cost %v, want > 0", v.IncurredCost)
+	}
+	assert.IncurredCostAtMost(t, v, 0.001)
+}

@@ -171,6 +171,9 @@ func (f *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
 	json.NewEncoder(w).Encode(resp)
 }
 
+// prices are the fake model's, per million tokens.
+var prices = replay.Prices{"gpt-4o-mini": {Input: 0.15, Output: 0.60}}
+
 const systemPrompt = "You triage bug reports with the tracker's tools."
 
 // triageAgent is an agent as a team writes it: it lists the server's tools,
@@ -181,7 +184,7 @@ func triageAgent(model *fakeModel, tracker func() *sfmcp.Client) replay.Agent {
 	return replay.Typed(func(ctx context.Context, report string) (string, error) {
 		c := tracker()
 		defer c.Close()
-		httpc := &http.Client{Transport: replay.Transport(nil)}
+		httpc := &http.Client{Transport: replay.Transport(nil, prices)}
 
 		list, err := c.ListTools(ctx, nil)
 		if err != nil {

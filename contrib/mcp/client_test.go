@@ -127,6 +127,37 @@ func TestMemoizedNullFork(t *testing.T) {
 	}
 }
 
+// The tail runs the model live: fresh response and tool-call ids come back,
+// the agent sends the new tool-call ids in its next request, and since the
+// model answers the same, the fork is equivalent to its base; its MCP calls
+// are served by the guard (same names and arguments), so the server is
+// never contacted. The live calls have a cost from the transport's prices.
+func TestLiveTailWithFreshIDsIsEquivalent(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	base := record(t, w, "")
+	if base.Totals.CostUSD == nil || *base.Totals.CostUSD <= 0 {
+		t.Errorf("the recording has no cost: %v", base.Totals.CostUSD)
+	}
+	before := w.model.Requests()
+	v, err := fork.Run(context.Background(), base, fork.BeforeCall(replay.KindLLM, "openai/gpt-4o-mini", 2), w.agent(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := w.model.Requests() - before; n != 2 || v.LiveModelCalls != 2 {
+		t.Fatalf("the tail sent %d requests (%d live model calls), want 2", n, v.LiveModelCalls)
+	}
+	assert.Equivalent(t, v)
+	assert.NoSuppressedEffects(t, v)
+	if w.starts.Load() != 1 {
+		t.Errorf("the tail connected to the MCP server (%d starts in all)", w.starts.Load())
+	}
+	if v.IncurredCost <= 0 || v.IncurredTokens <= 0 {
+		t.Errorf("the live tail incurred cost %v and %d tokens, want both > 0", v.IncurredCost, v.IncurredTokens)
+	}
+	assert.IncurredCostAtMost(t, v, 0.001)
+}
+
 func TestPromptChangeReachesSystemMessage(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
