@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -450,12 +451,13 @@ func (d *eventDecoder) payloadOrSum(slot int) (Value, error) {
 	c := &d.c
 	start := c.pos
 	save := c.out
-	c.out = d.buf[:0]
+	c.out = d.payloadBuf()
 	err := c.value()
 	d.buf, c.out = c.out, save
 	if err != nil {
 		return Value{}, err
 	}
+	defer d.dropLarge()
 	d.sums[slot] = payloadSum{ok: true, sum: sha256.Sum256(d.buf)}
 	if d.track {
 		d.spans[slot] = [2]int{start, c.pos}
@@ -502,8 +504,12 @@ func (d *eventDecoder) savedForm(line []byte, ev *Event) bool {
 			raw[slot] = line[sp[0]:sp[1]]
 		}
 	}
-	d.enc = appendEventWith(d.enc[:0], ev, &raw)
-	return bytes.Equal(d.enc, line)
+	d.enc = appendEventWith(slices.Grow(d.enc[:0], len(line)), ev, &raw)
+	same := bytes.Equal(d.enc, line)
+	if cap(d.enc) > 4*largePayload {
+		d.enc = nil
+	}
+	return same
 }
 
 // storedAs reports whether a stored payload hash is what Save would store:
@@ -547,13 +553,41 @@ func containsFoldBearerBytes(b []byte, first byte) bool {
 func (d *eventDecoder) payload() (Value, error) {
 	c := &d.c
 	save := c.out
-	c.out = d.buf[:0]
+	c.out = d.payloadBuf()
 	err := c.value()
 	d.buf, c.out = c.out, save
 	if err != nil {
 		return Value{}, err
 	}
+	defer d.dropLarge()
 	return Value{string(d.buf)}, nil
+}
+
+// largePayload is the size from which a payload's buffers are sized for it
+// at once and not kept after it.
+const largePayload = 1 << 20
+
+// payloadBuf returns the buffer a payload's canonical form is written
+// into. For what may be a large payload (the rest of the line is long) it
+// has room for the rest of the line, which the canonical form of a payload
+// seldom exceeds, so that it is not grown again and again: one line then
+// costs a small multiple of its size in memory.
+func (d *eventDecoder) payloadBuf() []byte {
+	if rest := len(d.c.in) - d.c.pos; rest > largePayload && cap(d.buf) < rest {
+		d.buf = make([]byte, 0, rest)
+	}
+	return d.buf[:0]
+}
+
+// dropLarge lets go of the buffers of a large payload, so that a decoder
+// holds no memory for long lines past them.
+func (d *eventDecoder) dropLarge() {
+	if cap(d.buf) > 4*largePayload {
+		d.buf = nil
+	}
+	if cap(d.ff) > 4*largePayload {
+		d.ff = nil
+	}
 }
 
 func (d *eventDecoder) field(f eventField, ev *Event, evType *string) (err error) {

@@ -283,7 +283,38 @@ type lineReader struct {
 	src  digestReader
 	name string
 	n    int
-	long []byte
+	long []byte // a line longer than br's buffer
+	scan []byte // scratch for lineLength
+}
+
+// lineLength returns the length of the line that starts have bytes before
+// the next unread byte of the file, its line ending included, found by
+// reading ahead at an offset (the file read twice, from the page cache,
+// rather than a buffer grown again and again: a line then costs its size in
+// memory once). It returns 0 when the file cannot be read at an offset, and
+// stops counting past MaxLineBytes.
+func (l *lineReader) lineLength(have int) int {
+	ra, ok := l.src.r.(io.ReaderAt)
+	if !ok {
+		return 0
+	}
+	if l.scan == nil {
+		l.scan = make([]byte, 256<<10)
+	}
+	off := l.src.offset()
+	n := have
+	for n <= MaxLineBytes+len("\r\n") {
+		k, err := ra.ReadAt(l.scan, off)
+		if i := bytes.IndexByte(l.scan[:k], '\n'); i >= 0 {
+			return n + i + 1
+		}
+		n += k
+		off += int64(k)
+		if err != nil {
+			return n // the last line, without a line ending
+		}
+	}
+	return n
 }
 
 func (l *lineReader) reset(r io.Reader, name string) {
@@ -315,6 +346,14 @@ func (d *digestReader) Read(p []byte) (int, error) {
 		d.sum.Write(p[:n])
 	}
 	return n, err
+}
+
+// offset returns the number of bytes read so far: the offset of the next
+// byte to read.
+func (d *digestReader) offset() int64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.read
 }
 
 func (d *digestReader) skipDigest() {
@@ -359,8 +398,18 @@ func (d *digestReader) digest(f fs.File, src bundleSource) string {
 // next returns the next line without its line ending ("\n" or "\r\n") and its
 // number. The returned slice is valid until the next call.
 func (l *lineReader) next() ([]byte, int, error) {
+	if cap(l.long) > 4<<20 {
+		l.long = nil // hold no long line's memory past the line
+	}
 	line, err := l.br.ReadSlice('\n')
 	if err == bufio.ErrBufferFull {
+		n := l.lineLength(len(line))
+		if n > MaxLineBytes+len("\r\n") {
+			return nil, l.n + 1, &LineError{File: l.name, Line: l.n + 1, Msg: fmt.Sprintf("line is longer than the limit of %d bytes", MaxLineBytes)}
+		}
+		if n > cap(l.long) {
+			l.long = make([]byte, 0, n)
+		}
 		l.long = append(l.long[:0], line...)
 		for err == bufio.ErrBufferFull {
 			if len(l.long) > MaxLineBytes+len("\r\n") {
@@ -520,6 +569,9 @@ func (r *Reader) eventsOnWorkers(yield func(*Event, error) bool) {
 		if b.err != nil {
 			yield(nil, b.err)
 			return
+		}
+		if cap(b.data) > 4<<20 {
+			b.data = nil // hold no long line's memory past its batch
 		}
 		free <- b
 	}
