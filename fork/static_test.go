@@ -90,7 +90,7 @@ func saveTemp(t testing.TB, tr *trace.Trace, name string) string {
 // integrity and payload-hash checks.
 func checkStrict(t testing.TB, path string) {
 	t.Helper()
-	if rep := trace.ValidateBundle(path, trace.CheckIntegrity()); !rep.Valid() {
+	if rep := trace.ValidateBundle(context.Background(), path, trace.CheckIntegrity()); !rep.Valid() {
 		t.Errorf("%s is not strictly valid: %v", path, rep.Err())
 	}
 }
@@ -118,7 +118,7 @@ func checkForkOf(t testing.TB, parent, forked *trace.Trace, overridden ...string
 			t.Errorf("event %s hashes not recomputed", f.ID)
 		}
 	}
-	if rep := trace.Validate(forked, trace.CheckIntegrity()); !rep.Valid() {
+	if rep := trace.Validate(context.Background(), forked, trace.CheckIntegrity()); !rep.Valid() {
 		t.Errorf("fork is not strictly valid: %v", rep.Err())
 	}
 }
@@ -673,7 +673,7 @@ func TestGoldenVectorsEveryStep(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			parentCodes := trace.Validate(parent).Codes()
+			parentCodes := trace.Validate(context.Background(), parent).Codes()
 			for i, ev := range parent.Events {
 				if i+1 < len(parent.Events) && parent.Events[i+1].Step == ev.Step {
 					continue
@@ -686,7 +686,7 @@ func TestGoldenVectorsEveryStep(t *testing.T) {
 				if res.ForkedEventCount != i+1 {
 					t.Errorf("step %d: %d events, want %d", ev.Step, res.ForkedEventCount, i+1)
 				}
-				rep := trace.ValidateBundle(out, trace.CheckIntegrity())
+				rep := trace.ValidateBundle(context.Background(), out, trace.CheckIntegrity())
 				for _, code := range rep.Codes() {
 					if !slices.Contains(parentCodes, code) {
 						t.Errorf("step %d: fork has issue %s that the parent has not: %v", ev.Step, code, rep.Err())

@@ -1,6 +1,7 @@
 package fork
 
 import (
+	"context"
 	"os"
 	"testing"
 	"time"
@@ -101,7 +102,7 @@ func TestGenerateTestdata(t *testing.T) {
 	if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("committed bundle differs from the generator (-generated +committed); regenerate with STEPFORK_REGEN=1:\n%s", diff)
 	}
-	if rep := trace.ValidateBundle(bookingAgentPath, trace.CheckIntegrity()); !rep.Valid() {
+	if rep := trace.ValidateBundle(context.Background(), bookingAgentPath, trace.CheckIntegrity()); !rep.Valid() {
 		t.Errorf("booking-agent is not strictly valid: %v", rep.Err())
 	}
 	if got.Status != trace.RunFailed || got.Failure == nil || got.Failure.Type != "PaymentDeclined" {

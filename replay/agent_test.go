@@ -149,7 +149,7 @@ func TestRecordSaveValidateReplayFrozen(t *testing.T) {
 	assert.Equal(t, int64(1), w.models.Load())
 	assert.Equal(t, 3, rec.Executed)
 
-	report := trace.ValidateBundle(path, trace.CheckIntegrity(), trace.Pedantic())
+	report := trace.ValidateBundle(context.Background(), path, trace.CheckIntegrity(), trace.Pedantic())
 	require.True(t, report.Valid(), "%v", report.Issues)
 	assert.Equal(t, trace.IntegrityVerified, report.Integrity.Status)
 
@@ -190,7 +190,7 @@ func TestRecordSaveValidateReplayFrozen(t *testing.T) {
 	// The replay's own trace is valid and saves.
 	p2 := filepath.Join(t.TempDir(), "replayed.sftrace")
 	require.NoError(t, res.Trace.Save(p2))
-	r2 := trace.ValidateBundle(p2, trace.CheckIntegrity(), trace.Pedantic())
+	r2 := trace.ValidateBundle(context.Background(), p2, trace.CheckIntegrity(), trace.Pedantic())
 	require.True(t, r2.Valid(), "%v", r2.Issues)
 }
 
@@ -316,7 +316,7 @@ func TestRecordFailedRun(t *testing.T) {
 	assert.ErrorIs(t, res.Err, errBoom)
 	tr, lerr := trace.Load(path)
 	require.NoError(t, lerr)
-	report := trace.ValidateBundle(path, trace.CheckIntegrity(), trace.Pedantic())
+	report := trace.ValidateBundle(context.Background(), path, trace.CheckIntegrity(), trace.Pedantic())
 	require.True(t, report.Valid(), "%v", report.Issues)
 
 	require.Equal(t, trace.RunFailed, tr.Status)
@@ -355,7 +355,7 @@ func TestRecordPanicSavesAndRepanics(t *testing.T) {
 	}()
 	tr, err := trace.Load(path)
 	require.NoError(t, err)
-	report := trace.ValidateBundle(path, trace.CheckIntegrity())
+	report := trace.ValidateBundle(context.Background(), path, trace.CheckIntegrity())
 	require.True(t, report.Valid(), "%v", report.Issues)
 	assert.Equal(t, &trace.Failure{Type: "panic", Message: "index out of plan", Step: 3}, tr.Failure)
 	exit, _ := tr.Events[2].Marker()

@@ -109,7 +109,7 @@ func TestConcurrentMatchingWithRandomScheduling(t *testing.T) {
 				assert.Equal(t, recorded.Output, res.Output)
 				assert.Equal(t, 48, res.Served)
 				assert.NoError(t, res.VerifyComplete())
-				report := trace.Validate(res.Trace)
+				report := trace.Validate(context.Background(), res.Trace)
 				require.True(t, report.Valid(), "%v", report.Issues)
 			}
 		})

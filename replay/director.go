@@ -18,7 +18,7 @@ const (
 	KindNow      CallKind = "now"      // Now
 	KindID       CallKind = "id"       // NewID
 	KindEffect   CallKind = "effect"   // SideEffect
-	KindState    CallKind = "state"    // Get
+	KindState    CallKind = "state"    // Read
 )
 
 // markerKey is the reserved state key of a marker kind.

@@ -119,7 +119,7 @@ func TestDirectorSwitchesToLiveAndSubstitutes(t *testing.T) {
 	}
 	assert.Equal(t, "100", got.Events[7].Output.Canonical())
 	assert.NotEqual(t, tr.Events[7].ID, got.Events[7].ID)
-	report := trace.Validate(got)
+	report := trace.Validate(context.Background(), got)
 	require.True(t, report.Valid(), "%v", report.Issues)
 }
 
@@ -196,7 +196,7 @@ func TestDirectorPatchesForcesBlocksAndMemoizes(t *testing.T) {
 	blocked := res.Trace.Events[2]
 	assert.Equal(t, trace.StatusSkipped, blocked.Status)
 	assert.Equal(t, `{"error_type":"Blocked","message":"tail tool with no recorded twin"}`, blocked.Output.Canonical())
-	report := trace.Validate(res.Trace)
+	report := trace.Validate(context.Background(), res.Trace)
 	require.True(t, report.Valid(), "%v", report.Issues)
 }
 

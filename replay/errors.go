@@ -32,9 +32,6 @@ var (
 	// their options contradict each other or the trace.
 	ErrInvalidOptions = errors.New("invalid replay options")
 
-	// ErrNoState is returned by Get for a key the run has not set.
-	ErrNoState = errors.New("no such state key")
-
 	// ErrNotRecordable is matched when a value handed to a wrapper cannot be
 	// recorded as JSON (NaN, a channel, a cycle…).
 	ErrNotRecordable = errors.New("value cannot be recorded as JSON")

@@ -148,7 +148,7 @@ func TestSamplerUnderLoad(t *testing.T) {
 	}
 	nFailed := 0
 	for _, p := range paths {
-		rep := trace.ValidateBundle(p, trace.CheckIntegrity())
+		rep := trace.ValidateBundle(context.Background(), p, trace.CheckIntegrity())
 		if !rep.Valid() {
 			t.Errorf("%s is not valid: %v", p, rep.Issues)
 		}

@@ -174,7 +174,7 @@ func recordAndReplay(t *testing.T, f *fakeLLM, agent replay.Agent) (*trace.Trace
 	path := filepath.Join(t.TempDir(), "http.sftrace")
 	rec, err := replay.Record(context.Background(), "http-agent", nil, agent, replay.SaveTo(path))
 	require.NoError(t, err)
-	report := trace.ValidateBundle(path, trace.CheckIntegrity(), trace.Pedantic())
+	report := trace.ValidateBundle(context.Background(), path, trace.CheckIntegrity(), trace.Pedantic())
 	require.True(t, report.Valid(), "%v", report.Issues)
 	assertNoSecrets(t, path)
 	tr, err := trace.Load(path)
@@ -774,7 +774,7 @@ func TestTransportStreamLeftOpenWhenTheRunEnds(t *testing.T) {
 	require.NoError(t, open.Close()) // after the run: the late response is dropped, not appended
 	assert.Len(t, rec.Trace.Events, n)
 	assert.Equal(t, []trace.EventType{trace.RunStart, trace.LLMRequest, trace.RunEnd}, types(rec.Trace))
-	report := trace.ValidateBundle(path, trace.CheckIntegrity())
+	report := trace.ValidateBundle(context.Background(), path, trace.CheckIntegrity())
 	require.True(t, report.Valid(), "%v", report.Issues)
 
 	_, err = replay.Replay(context.Background(), rec.Trace, agent)

@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"context"
 	"crypto/sha256"
 	"fmt"
 	"math/rand/v2"
@@ -311,11 +312,11 @@ func BenchmarkValidateBundle(b *testing.B) {
 			p := benchBundle(b, n)
 			// One untimed run measures the peak heap.
 			peak := peakHeap(func() {
-				if rep := ValidateBundle(p, CheckIntegrity()); !rep.Valid() || len(rep.Issues) > 0 {
+				if rep := ValidateBundle(context.Background(), p, CheckIntegrity()); !rep.Valid() || len(rep.Issues) > 0 {
 					b.Fatalf("generated bundle is not clean: %v", rep.Issues)
 				}
 			})
-			cpuLoop(b, eventsSize(b, p), func() { ValidateBundle(p, CheckIntegrity()) })
+			cpuLoop(b, eventsSize(b, p), func() { ValidateBundle(context.Background(), p, CheckIntegrity()) })
 			b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MiB")
 		})
 	}

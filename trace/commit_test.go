@@ -3,6 +3,7 @@
 package trace
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -93,7 +94,7 @@ func bundleAgent(t *testing.T, path string) string {
 	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
 		return ""
 	}
-	if rep := ValidateBundle(path, CheckIntegrity()); !rep.Valid() {
+	if rep := ValidateBundle(context.Background(), path, CheckIntegrity()); !rep.Valid() {
 		t.Fatalf("%s does not validate: %v", path, rep.Err())
 	}
 	if res := VerifyIntegrity(path); res.Status != IntegrityVerified {

@@ -1,6 +1,7 @@
 package trace_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log"
@@ -46,7 +47,7 @@ func ExampleBuilder() {
 		fmt.Printf("%d %s %s %s parent=%q\n", ev.Step, ev.ID, ev.Type, ev.Label(), ev.ParentID)
 	}
 	fmt.Println(tr.Totals.Events, "events,", tr.Totals.ToolCalls, "tool call")
-	fmt.Println("valid:", trace.Validate(tr).Valid())
+	fmt.Println("valid:", trace.Validate(context.Background(), tr).Valid())
 	// Output:
 	// 0 evt_001 run_start run_start parent=""
 	// 1 evt_002 tool_call search_flights parent="evt_001"

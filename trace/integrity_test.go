@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"context"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -149,7 +150,7 @@ func TestVerifyIntegrity(t *testing.T) {
 
 			// ValidateBundle hashes events.jsonl while streaming it and
 			// must come to the same result.
-			rep := ValidateBundle(p, CheckIntegrity())
+			rep := ValidateBundle(context.Background(), p, CheckIntegrity())
 			if rep.Integrity == nil {
 				t.Fatalf("no integrity result; issues %v", rep.Issues)
 			}
@@ -168,7 +169,7 @@ func TestVerifyIntegrity(t *testing.T) {
 			if got := rep.ExitCode(); got != tt.exit {
 				t.Errorf("ExitCode() = %d, want %d", got, tt.exit)
 			}
-			if !ValidateBundle(p).Valid() {
+			if !ValidateBundle(context.Background(), p).Valid() {
 				t.Error("structure alone should be valid")
 			}
 			if diff := cmp.Diff(before, snapshot(t, p)); diff != "" {

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"errors"
 	"io/fs"
 	"os"
@@ -57,7 +58,7 @@ func TestPackRoundTrip(t *testing.T) {
 				t.Errorf("VerifyIntegrity: dir %v %v, packed %v %v", w.Status, w.VerifiedFiles, g.Status, g.VerifiedFiles)
 			}
 			for _, opts := range [][]ValidateOption{{CheckIntegrity()}, {Partial()}} {
-				w, g := ValidateBundle(src, opts...), ValidateBundle(packed, opts...)
+				w, g := ValidateBundle(context.Background(), src, opts...), ValidateBundle(context.Background(), packed, opts...)
 				if w.Valid() != g.Valid() || len(w.Issues) != len(g.Issues) {
 					t.Errorf("ValidateBundle: dir %v, packed %v", w.Issues, g.Issues)
 				}
@@ -211,7 +212,7 @@ func TestPackedCorrupt(t *testing.T) {
 			if tt.want != "" && !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("err = %v, want it to say %q", err, tt.want)
 			}
-			if rep := ValidateBundle(p, CheckIntegrity()); rep.Valid() {
+			if rep := ValidateBundle(context.Background(), p, CheckIntegrity()); rep.Valid() {
 				t.Errorf("ValidateBundle accepted it")
 			}
 		})
@@ -235,6 +236,6 @@ func FuzzPacked(f *testing.F) {
 		os.WriteFile(p, data, 0o644)
 		Load(p)
 		VerifyIntegrity(p)
-		ValidateBundle(p, CheckIntegrity())
+		ValidateBundle(context.Background(), p, CheckIntegrity())
 	})
 }

@@ -123,7 +123,8 @@ type Report struct {
 	// then file integrity, then the checks beyond stepfork's.
 	Issues []Issue
 	// Canceled is set when validation could not finish because the context
-	// given with WithContext was done; the report is then incomplete.
+	// given to Validate or ValidateBundle was done; the report is then
+	// incomplete.
 	Canceled error
 
 	checkedIntegrity bool
@@ -243,14 +244,8 @@ func CheckIntegrity() ValidateOption { return func(c *validateConfig) { c.integr
 // placement, tool call/result pairing) as errors instead of warnings.
 func Pedantic() ValidateOption { return func(c *validateConfig) { c.pedantic = true } }
 
-// WithContext lets ctx cancel a long validation; the report then carries
-// ctx's error in Canceled.
-func WithContext(ctx context.Context) ValidateOption {
-	return func(c *validateConfig) { c.ctx = ctx }
-}
-
-func newConfig(opts []ValidateOption) validateConfig {
-	var c validateConfig
+func newConfig(ctx context.Context, opts []ValidateOption) validateConfig {
+	c := validateConfig{ctx: ctx}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -270,14 +265,16 @@ func (c *validateConfig) mode() string {
 // an error event in a failed run), each event's fields and the manifest's rules
 // (which Load guarantees but a hand-made Trace may break), and the checks
 // beyond stepfork's. With CheckIntegrity it verifies the payload hashes;
-// file digests belong to bundles (ValidateBundle).
+// file digests belong to bundles ([ValidateBundle]). When ctx is done before
+// every event was checked, the report is incomplete and says so in
+// [Report.Canceled].
 //
-//	rep := trace.Validate(tr, trace.CheckIntegrity())
+//	rep := trace.Validate(ctx, tr, trace.CheckIntegrity())
 //	if !rep.Valid() {
 //		for _, is := range rep.Issues { fmt.Println(is) }
 //	}
-func Validate(tr *Trace, opts ...ValidateOption) *Report {
-	cfg := newConfig(opts)
+func Validate(ctx context.Context, tr *Trace, opts ...ValidateOption) *Report {
+	cfg := newConfig(ctx, opts)
 	rep := &Report{Path: tr.Path, Mode: cfg.mode(), Loaded: true}
 	m := tr.Manifest
 	if m.Status == "" {
@@ -315,9 +312,10 @@ func Validate(tr *Trace, opts ...ValidateOption) *Report {
 // Validate and, with CheckIntegrity, every payload hash and the file digests
 // of integrity.json (events.jsonl is hashed while it is read, not read
 // twice). A bundle that cannot be read yields one bundle-level issue whose
-// location is the file (and line) at fault.
-func ValidateBundle(path string, opts ...ValidateOption) *Report {
-	cfg := newConfig(opts)
+// location is the file (and line) at fault. When ctx is done before the
+// bundle was read, the report is incomplete and says so in [Report.Canceled].
+func ValidateBundle(ctx context.Context, path string, opts ...ValidateOption) *Report {
+	cfg := newConfig(ctx, opts)
 	rep := &Report{Path: path, Mode: cfg.mode(), checkedIntegrity: cfg.integrity}
 	if issues := missingFiles(path); len(issues) > 0 {
 		rep.Issues = issues

@@ -366,7 +366,7 @@ func TestValidate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			rep := Validate(tt.trace(t), tt.opts...)
+			rep := Validate(context.Background(), tt.trace(t), tt.opts...)
 			if diff := cmp.Diff(tt.want, rep.Issues); diff != "" {
 				t.Errorf("issues (-want +got):\n%s", diff)
 			}
@@ -376,7 +376,7 @@ func TestValidate(t *testing.T) {
 			if rep.Valid() != (tt.exit == 0) {
 				t.Errorf("Valid() = %v with exit code %d", rep.Valid(), tt.exit)
 			}
-			ped := Validate(tt.trace(t), append(slices.Clone(tt.opts), Pedantic())...)
+			ped := Validate(context.Background(), tt.trace(t), append(slices.Clone(tt.opts), Pedantic())...)
 			if got := ped.ExitCode(); got != tt.pedant {
 				t.Errorf("with Pedantic, ExitCode() = %d, want %d", got, tt.pedant)
 			}
@@ -392,26 +392,26 @@ func TestValidate(t *testing.T) {
 func TestValidateModes(t *testing.T) {
 	t.Parallel()
 	tr := validTrace(t)
-	if got := Validate(tr).Mode; got != ModeStrict {
+	if got := Validate(context.Background(), tr).Mode; got != ModeStrict {
 		t.Errorf("default mode = %q, want %q", got, ModeStrict)
 	}
-	if got := Validate(tr, Partial()).Mode; got != ModePartial {
+	if got := Validate(context.Background(), tr, Partial()).Mode; got != ModePartial {
 		t.Errorf("Partial mode = %q, want %q", got, ModePartial)
 	}
-	if got := Validate(tr).Events; got != 6 {
+	if got := Validate(context.Background(), tr).Events; got != 6 {
 		t.Errorf("Events = %d, want 6", got)
 	}
 }
 
 func TestReportErr(t *testing.T) {
 	t.Parallel()
-	if err := Validate(validTrace(t)).Err(); err != nil {
+	if err := Validate(context.Background(), validTrace(t)).Err(); err != nil {
 		t.Fatalf("valid trace: Err() = %v", err)
 	}
 	tr := validTrace(t)
 	tr.Events[3].RunID = "run_other"
 	tr.Status = RunRunning // a warning, which Err leaves out
-	err := Validate(tr).Err()
+	err := Validate(context.Background(), tr).Err()
 	if !errors.Is(err, ErrInvalidTrace) {
 		t.Fatalf("Err() = %v, want ErrInvalidTrace", err)
 	}
@@ -426,8 +426,8 @@ func TestValidateCanceled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	for name, rep := range map[string]*Report{
-		"Validate":       Validate(validTrace(t), WithContext(ctx)),
-		"ValidateBundle": ValidateBundle(bundleOf(t, validTrace(t)), WithContext(ctx)),
+		"Validate":       Validate(ctx, validTrace(t)),
+		"ValidateBundle": ValidateBundle(ctx, bundleOf(t, validTrace(t))),
 	} {
 		if !errors.Is(rep.Canceled, context.Canceled) || rep.Valid() || rep.ExitCode() != 1 {
 			t.Errorf("%s with a cancelled context: Canceled=%v Valid=%v exit=%d", name, rep.Canceled, rep.Valid(), rep.ExitCode())
@@ -467,7 +467,7 @@ func TestValidateBundleCanceledMidway(t *testing.T) {
 	for _, procs := range []int{1, 2, 4} {
 		old := runtime.GOMAXPROCS(procs)
 		ctx := &countdownCtx{Context: context.Background(), after: 1}
-		rep := ValidateBundle(p, CheckIntegrity(), WithContext(ctx))
+		rep := ValidateBundle(ctx, p, CheckIntegrity())
 		runtime.GOMAXPROCS(old)
 		if !errors.Is(rep.Canceled, context.Canceled) || rep.Events != 1024 || rep.Valid() || rep.Integrity != nil {
 			t.Errorf("GOMAXPROCS=%d: Canceled=%v Events=%d Valid=%v Integrity=%v; want canceled after 1024 events, no integrity result",
@@ -497,7 +497,7 @@ func TestValidateVectors(t *testing.T) {
 		integrity   IntegrityStatus
 		warnings    []string
 		events      int
-		memoryValid bool // Validate(Load) strict, payload hashes
+		memoryValid bool // Validate(context.Background(), Load) strict, payload hashes
 	}{
 		{"stepfork/successful_run.sftrace", nil, nil, 0, IntegrityVerified, nil, 6, true},
 		{"stepfork/failed_tool_run.sftrace", nil, nil, 0, IntegrityVerified, nil, 5, true},
@@ -513,7 +513,7 @@ func TestValidateVectors(t *testing.T) {
 		t.Run(tt.bundle, func(t *testing.T) {
 			t.Parallel()
 			path := filepath.Join(vectorDir, tt.bundle)
-			rep := ValidateBundle(path, CheckIntegrity())
+			rep := ValidateBundle(context.Background(), path, CheckIntegrity())
 			if diff := cmp.Diff(tt.strict, rep.Codes()); diff != "" {
 				t.Errorf("strict codes (-want +got):\n%s\n%v", diff, rep.Issues)
 			}
@@ -533,20 +533,20 @@ func TestValidateVectors(t *testing.T) {
 			if diff := cmp.Diff(tt.warnings, warns); diff != "" {
 				t.Errorf("warnings (-want +got):\n%s", diff)
 			}
-			part := ValidateBundle(path, CheckIntegrity(), Partial())
+			part := ValidateBundle(context.Background(), path, CheckIntegrity(), Partial())
 			if diff := cmp.Diff(tt.partial, part.Codes()); diff != "" {
 				t.Errorf("partial codes (-want +got):\n%s", diff)
 			}
-			if plain := ValidateBundle(path); !plain.Valid() && tt.bundle != "stepfork/partial_run.sftrace" {
+			if plain := ValidateBundle(context.Background(), path); !plain.Valid() && tt.bundle != "stepfork/partial_run.sftrace" {
 				t.Errorf("structure alone: %v", plain.Issues)
 			}
 			tr, err := Load(path)
 			if err != nil {
 				t.Fatal(err)
 			}
-			mem := Validate(tr, CheckIntegrity())
+			mem := Validate(context.Background(), tr, CheckIntegrity())
 			if mem.Valid() != tt.memoryValid {
-				t.Errorf("Validate(Load) valid = %v, want %v: %v", mem.Valid(), tt.memoryValid, mem.Issues)
+				t.Errorf("Validate(context.Background(), Load) valid = %v, want %v: %v", mem.Valid(), tt.memoryValid, mem.Issues)
 			}
 		})
 	}
@@ -822,7 +822,7 @@ func TestValidateBundleMutations(t *testing.T) {
 			t.Parallel()
 			p := bundleOf(t, validTrace(t))
 			tt.mutate(t, p)
-			rep := ValidateBundle(p, tt.opts...)
+			rep := ValidateBundle(context.Background(), p, tt.opts...)
 			if diff := cmp.Diff(tt.want(p), rep.Issues); diff != "" {
 				t.Errorf("issues (-want +got):\n%s", diff)
 			}
@@ -840,10 +840,10 @@ func TestValidateBundleMutations(t *testing.T) {
 			if slices.Contains(rep.Codes(), CodeIntegrityMismatch) {
 				memOpts = append(memOpts, CheckIntegrity()) // compare payload-hash issues too
 			}
-			mem := Validate(tr, append(memOpts, tt.opts...)...)
+			mem := Validate(context.Background(), tr, append(memOpts, tt.opts...)...)
 			streamed := slices.DeleteFunc(slices.Clone(rep.Issues), func(i Issue) bool { return i.Code == CodeIntegrityMismatch })
 			if diff := cmp.Diff(streamed, mem.Issues); diff != "" {
-				t.Errorf("Validate(Load) differs from ValidateBundle (-stream +memory):\n%s", diff)
+				t.Errorf("Validate(context.Background(), Load) differs from ValidateBundle (-stream +memory):\n%s", diff)
 			}
 		})
 	}
@@ -861,7 +861,7 @@ func TestValidateBundleLocationWithoutPathPrefix(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rep := ValidateBundle(p)
+	rep := ValidateBundle(context.Background(), p)
 	want := []Issue{errIssue(CodeInvalidManifest, "trace bundle path must end with .sftrace: "+p, p, "", -1)}
 	if diff := cmp.Diff(want, rep.Issues); diff != "" {
 		t.Errorf("issues (-want +got):\n%s", diff)

@@ -2,6 +2,7 @@ package trace
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io/fs"
 	"os"
@@ -360,7 +361,7 @@ func TestBundleWriterRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameFiles(t, want, p)
-	if rep := ValidateBundle(p, CheckIntegrity()); !rep.Valid() {
+	if rep := ValidateBundle(context.Background(), p, CheckIntegrity()); !rep.Valid() {
 		t.Errorf("written bundle is not valid: %v", rep.Issues)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -95,7 +96,7 @@ func (o *exportOptions) run(e *env, path string) int {
 			return fail(exitInput, fmt.Sprintf("--package %q is not a Go package name.", o.pkg))
 		}
 	}
-	if rep := trace.ValidateBundle(path); !rep.Valid() {
+	if rep := trace.ValidateBundle(context.Background(), path); !rep.Valid() {
 		if _, err := os.Stat(path); err != nil {
 			return fail(exitInput, "Unable to read trace.", redact(err.Error()))
 		}

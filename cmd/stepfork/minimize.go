@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -174,7 +175,7 @@ func (o *minimizeOptions) run(e *env, path string) int {
 		forked.Failure = &trace.Failure{Type: tr.Failure.Type, Message: tr.Failure.Message, Step: tr.Failure.Step}
 	}
 	forked.Totals.Events = len(forked.Events)
-	if rep := trace.Validate(forked); !rep.Valid() {
+	if rep := trace.Validate(context.Background(), forked); !rep.Valid() {
 		return fail(exitDifferent, "Unable to minimize.", rep.Err().Error())
 	}
 	var opts []trace.SaveOption

@@ -88,10 +88,9 @@ func (o *validateOptions) run(e *env, path string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	opts = append(opts, trace.WithContext(ctx))
 
 	p := e.startProgress("Validating "+clean(path), bundleSize(path))
-	rep := trace.ValidateBundle(path, opts...)
+	rep := trace.ValidateBundle(ctx, path, opts...)
 	p.stop()
 
 	code := rep.ExitCode()
