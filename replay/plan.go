@@ -3,6 +3,7 @@ package replay
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -296,6 +297,32 @@ func (p *Prepared) entry(eventID, path string) trace.RedactionEntry {
 		reason = trace.ReasonSensitiveKey
 	}
 	return trace.RedactionEntry{EventID: eventID, Path: path, Reason: reason, Replacement: trace.Redacted}
+}
+
+// redactionsOf is what a new event equal to base event b records as
+// redacted: b's redactions (the same payloads, so the same places, even
+// where the new event received a value that was already "[REDACTED]", as a
+// secret handed on from a served result is, and redacting it again found
+// nothing), followed by any found that b does not list, with the entries of
+// redactions.json for them (b's reasons; found's for the others).
+func (p *Prepared) redactionsOf(b *trace.Event, found []string, entries []trace.RedactionEntry) ([]string, []trace.RedactionEntry) {
+	paths := append([]string(nil), b.Redactions...)
+	out := make([]trace.RedactionEntry, 0, len(paths)+len(found))
+	for _, path := range paths {
+		out = append(out, p.entry(b.ID, path))
+	}
+	for _, e := range entries {
+		if !slices.Contains(b.Redactions, e.Path) {
+			paths = append(paths, e.Path)
+			out = append(out, e)
+		}
+	}
+	for _, path := range found {
+		if !slices.Contains(paths, path) {
+			paths = append(paths, path)
+		}
+	}
+	return paths, out
 }
 
 // scopeOf is the path of the scope event i was recorded in: the labels of

@@ -372,6 +372,9 @@ func (s *session) addLocked(ev trace.Event, clean *trace.Event) string {
 			ev.InputHash, ev.OutputHash = s.plan.hashesOf(ev.Step)
 			ev.ID = base[ev.Step].ID
 			s.aligned = true
+			if b := &base[ev.Step]; len(b.Redactions) > 0 {
+				ev.Redactions, entries = s.plan.redactionsOf(b, ev.Redactions, entries)
+			}
 		}
 	}
 	if ev.ID == "" {
