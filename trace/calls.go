@@ -1,6 +1,8 @@
 package trace
 
 import (
+	"encoding/json"
+	"fmt"
 	"runtime"
 	"slices"
 	"sync"
@@ -48,6 +50,47 @@ type Call struct {
 	Output Value
 	// ErrorType and Message describe a recorded failure (Status error).
 	ErrorType, Message string
+	// Lane says which goroutine made the call, relative to the scope it was
+	// made in (the event its parent_id names: the run, a node, or a call
+	// whose body ran): 0 for the goroutine that opened the scope, n for the
+	// n-th other goroutine that called in it. The calls of one scope with a
+	// Lane of 1 or more form the scope's concurrent group: their relative
+	// order is an accident of scheduling, not behaviour. Lanes come from the
+	// bundle's [LanesFile]; a bundle without one (every bundle of Python
+	// stepfork, every run made on one goroutine) has only lane 0, and its
+	// calls are strictly ordered.
+	Lane int
+}
+
+// Concurrent reports whether the call belongs to its scope's concurrent
+// group ([Call.Lane] 1 or more).
+func (c *Call) Concurrent() bool { return c.Lane > 0 }
+
+// LanesFile is the extra bundle file ([Trace.Extras]) that records which
+// calls and nodes were made from goroutines other than their scope's own: a
+// JSON object from the tool_call, llm_request or node-enter marker event's
+// id to its lane ([Call.Lane]), listing only lanes of 1 or more. Calls in a
+// node entered on such a goroutine are as unordered, relative to the rest of
+// their scope, as the node itself. A run made on one goroutine has none. Like every extra file it
+// is listed in, and verified by, integrity.json.
+const LanesFile = "lanes.json"
+
+// Lanes decodes a [LanesFile]: call event id → lane (1 or more). It reports
+// an error for anything else than a JSON object of positive integers.
+func Lanes(data []byte) (map[string]int, error) {
+	var m map[string]int
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("%s: %w", LanesFile, err)
+	}
+	if m == nil {
+		return nil, fmt.Errorf("%s: not a JSON object", LanesFile)
+	}
+	for id, n := range m {
+		if n < 1 {
+			return nil, fmt.Errorf("%s: event %q has lane %d; only lanes of 1 or more are listed", LanesFile, id, n)
+		}
+	}
+	return m, nil
 }
 
 // Missing reports whether nothing answered the call: no result and no
@@ -72,14 +115,15 @@ type Node struct {
 }
 
 // Calls returns the run's calls in file order, each with what answered it
-// (see [Call]).
+// and its lane (see [Call]). An unreadable [LanesFile] counts as absent
+// (every lane 0).
 //
 // The list is computed once per trace in one pass over the events, without
 // decoding payloads, and shared by every caller: do not modify it. It is
 // safe to call Calls from several goroutines. A trace whose Events slice is
 // replaced or grown is computed again; the events must not be changed in
 // place once Calls (or [Trace.Nodes]) has been called.
-func (t *Trace) Calls() []Call { return t.structure().calls() }
+func (t *Trace) Calls() []Call { return t.structure().calls(t.Extras[LanesFile]) }
 
 // Nodes returns the run's node executions in the order of their first
 // marker (see [Node]); it is computed once per trace and shared, like
@@ -127,8 +171,21 @@ func sameEvents(a, b []Event) bool {
 	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
-func (s *structure) calls() []Call {
-	s.callsOnce.Do(func() { s.callList = pairCalls(s.evs) })
+func (s *structure) calls(lanes []byte) []Call {
+	s.callsOnce.Do(func() {
+		s.callList = pairCalls(s.evs)
+		if len(lanes) == 0 {
+			return
+		}
+		m, err := Lanes(lanes)
+		if err != nil {
+			return
+		}
+		for i := range s.callList {
+			c := &s.callList[i]
+			c.Lane = m[s.evs[c.Event].ID]
+		}
+	})
 	return s.callList
 }
 
