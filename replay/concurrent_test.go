@@ -103,7 +103,7 @@ func TestConcurrentMatchingWithRandomScheduling(t *testing.T) {
 
 			for run := range uint64(3) {
 				rep := &fanOut{n: 24, rng: rand.New(rand.NewPCG(seed, 100+run)), jitterMax: 6}
-				res, err := replay.Replay(context.Background(), recorded.Trace, rep.agent(), replay.Concurrent())
+				res, err := replay.Replay(context.Background(), recorded.Trace, rep.agent())
 				require.NoError(t, err)
 				assert.Equal(t, int64(0), rep.execs.Load())
 				assert.Equal(t, recorded.Output, res.Output)
@@ -116,7 +116,7 @@ func TestConcurrentMatchingWithRandomScheduling(t *testing.T) {
 	}
 }
 
-func TestConcurrentModeToleratesOrderStrictDoesNot(t *testing.T) {
+func TestSequentialReorderStaysADivergence(t *testing.T) {
 	t.Parallel()
 	calls := func(order []int) replay.Agent {
 		fetch := replay.Tool("fetch", func(_ context.Context, i int) (int, error) { return i * i, nil })
@@ -132,17 +132,92 @@ func TestConcurrentModeToleratesOrderStrictDoesNot(t *testing.T) {
 			return sum, nil
 		}
 	}
+	// Calls made on one goroutine are strictly ordered: no lanes file, and
+	// another order is a divergence.
 	rec, err := replay.Record(context.Background(), "order", nil, calls([]int{1, 2, 3, 4}))
 	require.NoError(t, err)
+	assert.NotContains(t, rec.Trace.Extras, trace.LanesFile)
 	_, err = replay.Replay(context.Background(), rec.Trace, calls([]int{4, 3, 2, 1}))
 	require.ErrorIs(t, err, replay.ErrDiverged)
-	res, err := replay.Replay(context.Background(), rec.Trace, calls([]int{4, 3, 2, 1}), replay.Concurrent())
-	require.NoError(t, err)
-	assert.Equal(t, 30, res.Output)
+}
 
-	// A call no pending recorded call matches says what is pending.
-	_, err = replay.Replay(context.Background(), rec.Trace, calls([]int{4, 3, 2, 9}), replay.Concurrent())
+// parallel calls fetch on one goroutine per input, each after a delay, and
+// sums the results.
+func parallel(delays map[int]time.Duration) replay.Agent {
+	fetch := replay.Tool("fetch", func(_ context.Context, i int) (int, error) { return i * i, nil })
+	return func(ctx context.Context, in trace.Value) (any, error) {
+		var inputs []int
+		if err := in.Decode(&inputs); err != nil {
+			return nil, err
+		}
+		out := make([]int, len(inputs))
+		errs := make([]error, len(inputs))
+		var wg sync.WaitGroup
+		for k, i := range inputs {
+			wg.Go(func() {
+				time.Sleep(delays[i])
+				out[k], errs[k] = fetch(ctx, i)
+			})
+		}
+		wg.Wait()
+		sum := 0
+		for k := range out {
+			if errs[k] != nil {
+				return nil, errs[k]
+			}
+			sum += out[k]
+		}
+		return sum, nil
+	}
+}
+
+func TestConcurrentGroupMatchedAsASet(t *testing.T) {
+	t.Parallel()
+	ms := time.Millisecond
+	rec, err := replay.Record(context.Background(), "group", []int{1, 2, 3}, parallel(map[int]time.Duration{2: 5 * ms, 3: 10 * ms}))
+	require.NoError(t, err)
+	lanes, err := trace.Lanes(rec.Trace.Extras[trace.LanesFile])
+	require.NoError(t, err)
+	assert.Len(t, lanes, 3, "three calls on three goroutines other than the run's")
+	for _, c := range rec.Trace.Calls() {
+		assert.True(t, c.Concurrent(), "call %d", c.Index)
+	}
+
+	// The reverse order is served without a divergence, and the replay's
+	// own trace records its lanes.
+	res, err := replay.Replay(context.Background(), rec.Trace, parallel(map[int]time.Duration{1: 10 * ms, 2: 5 * ms}))
+	require.NoError(t, err)
+	assert.Equal(t, 14, res.Output)
+	assert.Equal(t, 3, res.Served)
+	assert.Contains(t, res.Trace.Extras, trace.LanesFile)
+
+	// A call matching none of the group's pending calls says what is
+	// pending and where the closest differs.
+	other := replay.Agent(func(ctx context.Context, _ trace.Value) (any, error) {
+		return parallel(map[int]time.Duration{9: 0, 2: 5 * ms, 3: 10 * ms})(ctx, trace.MustValueOf([]int{9, 2, 3}))
+	})
+	_, err = replay.Replay(context.Background(), rec.Trace, other)
 	require.ErrorIs(t, err, replay.ErrDiverged)
-	assert.Contains(t, err.Error(), "call #4: tool 'fetch' matches no pending recorded call in its scope (concurrent matching)\n  actual: tool name='fetch'\n  actual input fingerprint: "+fp(9))
-	assert.Contains(t, err.Error(), "\n  pending in scope: #1 tool fetch\n  recorded event: "+rec.Trace.Events[1].ID+" (step 1)\n  diff (-recorded +actual):")
+	assert.Contains(t, err.Error(), "call #1: tool 'fetch', made on a concurrent goroutine in the run, matches no pending call of that scope's concurrent group\n  actual: tool name='fetch'\n  actual input fingerprint: "+fp(9)+"\n  pending in the group: #1 tool fetch, #2 tool fetch, #3 tool fetch")
+	assert.Contains(t, err.Error(), "closest: #1 tool 'fetch' (step 1), whose input differs at '$': recorded 1, actual 9")
+}
+
+func TestBundleWithoutLanesKeepsTheStrictCursor(t *testing.T) {
+	t.Parallel()
+	ms := time.Millisecond
+	rec, err := replay.Record(context.Background(), "group", []int{1, 2}, parallel(map[int]time.Duration{2: 10 * ms}))
+	require.NoError(t, err)
+	require.Contains(t, rec.Trace.Extras, trace.LanesFile)
+	// A bundle without lanes (every bundle Python stepfork writes) keeps
+	// stepfork's strict cursor: the same calls in another order diverge.
+	python := rec.Trace.Clone()
+	delete(python.Extras, trace.LanesFile)
+	for _, c := range python.Calls() {
+		require.Zero(t, c.Lane)
+	}
+	_, err = replay.Replay(context.Background(), python, parallel(map[int]time.Duration{1: 10 * ms}))
+	require.ErrorIs(t, err, replay.ErrDiverged)
+	assert.Contains(t, err.Error(), "call #1: tool 'fetch' input diverged from the recording")
+	_, err = replay.Replay(context.Background(), python, parallel(map[int]time.Duration{2: 10 * ms}))
+	require.NoError(t, err)
 }

@@ -17,11 +17,17 @@ type intercept struct {
 	input           trace.Value // after redaction
 	fp              string
 	parent, node    string
-	path            string // scope path
+	sc              *scope // the scope the call was made in
+	lane            int    // trace.Call.Lane of the call in sc
 	position        int
 	occurrence      int
 	lbl             string // label(), once computed
 }
+
+// free reports whether the call is unordered relative to the rest of its
+// scope: made on a concurrent goroutine of the scope, or in a scope opened
+// on one.
+func (ic *intercept) free() bool { return ic.lane > 0 || ic.sc != nil && ic.sc.free }
 
 // label is the tool name, or provider/model.
 func (ic *intercept) label() string {
@@ -81,7 +87,7 @@ func (s *session) dispatchLocked(ic *intercept) decision {
 		*c = Call{Kind: ic.kind, Name: ic.label(), Provider: ic.provider, Model: ic.model, Input: ic.input,
 			Position: ic.position, Occurrence: ic.occurrence, Parent: ic.parent, Node: ic.node, Step: s.log.n}
 		var m *rec
-		if r := s.plan.at(); r != nil {
+		if r := s.expectedLocked(ic); r != nil {
 			c.Cursor = &r.Recorded
 			if sameIdentity(r, ic) && inputOf(r.Call) == ic.input {
 				m = r // the earliest pending call, with this identity and input
@@ -146,15 +152,47 @@ func serveRecorded(r *rec) decision {
 
 func fail(err error) decision { return decision{act: actFail, err: err} }
 
-// strictLocked is stepfork's matching: the call at the cursor (or, with
-// Concurrent, the matching pending call in its scope).
+// expectedLocked is the recorded call strict matching would use for ic:
+// for a call from another goroutine than its scope's, the pending call of
+// the scope's concurrent group with ic's identity and input (else the first
+// of the group with its label, else the first of the group); otherwise the
+// call at the cursor.
+func (s *session) expectedLocked(ic *intercept) *rec {
+	if ic.free() && s.plan.laned {
+		path := ic.sc.pathLocked()
+		if r := s.plan.match(ic.kind, ic.name, ic.provider, ic.model, ic.input, path, true); r != nil {
+			return r
+		}
+		if group := s.plan.groupPending(path); len(group) > 0 {
+			for _, r := range group {
+				if sameIdentity(r, ic) {
+					return r
+				}
+			}
+			return group[0]
+		}
+	}
+	return s.plan.at()
+}
+
+// strictLocked is stepfork's matching, with concurrent groups: a call made
+// on its scope's own goroutine is matched with the call at the cursor; one
+// made on another goroutine, with the matching pending call of its scope's
+// concurrent group (groupLocked).
 func (s *session) strictLocked(ic *intercept) decision {
+	if ic.free() && s.plan.laned {
+		if d, ok := s.groupLocked(ic); ok {
+			return d
+		}
+	}
 	r := s.plan.at()
 	if r == nil {
+		if s.plan.laned {
+			if d, ok := s.groupLocked(ic); ok {
+				return d
+			}
+		}
 		return fail(s.exhausted(ic))
-	}
-	if s.cfg.concurrent {
-		return s.concurrentLocked(ic)
 	}
 	n := s.matched + 1
 	mismatch := func(format string, args ...any) decision {
@@ -191,45 +229,53 @@ func (s *session) exhausted(ic *intercept) error {
 		ic.kind, ic.actual(), total, ic.descriptor(), ic.fingerprint())}
 }
 
-// concurrentLocked matches ic with the earliest pending recorded call of the
-// same identity and input fingerprint under the same parent.
-func (s *session) concurrentLocked(ic *intercept) decision {
-	r := s.plan.match(ic.kind, ic.name, ic.provider, ic.model, ic.input, ic.path, true)
-	if r != nil {
-		return s.takeLocked(ic, r, r.Position)
+// groupLocked matches ic with the earliest pending call of its scope's
+// concurrent group with the same kind, name (or provider and model) and
+// input: the order in which goroutines reach the wrappers is not behaviour.
+// It reports false when the group has no pending call (the call is then
+// matched at the cursor); a call that matches none of the pending ones
+// fails, listing them and the closest by label with where its input
+// differs.
+func (s *session) groupLocked(ic *intercept) (decision, bool) {
+	path := ic.sc.pathLocked()
+	if r := s.plan.match(ic.kind, ic.name, ic.provider, ic.model, ic.input, path, true); r != nil {
+		return s.takeLocked(ic, r, r.Position), true
+	}
+	group := s.plan.groupPending(path)
+	if len(group) == 0 {
+		return decision{}, false
 	}
 	var (
 		listed  []string
 		closest *rec
-		more    int
 	)
-	for _, p := range s.plan.pending() {
-		if s.plan.scopeOf(p.event) != ic.path {
-			continue
-		}
-		if len(listed) == 5 {
-			more++
-		} else {
+	for i, p := range group {
+		if i < 5 {
 			listed = append(listed, fmt.Sprintf("#%d %s %s", p.Position, p.Kind, p.Label))
 		}
-		if closest == nil && p.Kind == ic.kind && p.Label == ic.label() {
+		if closest == nil && sameIdentity(p, ic) {
 			closest = p
 		}
 	}
-	msg := fmt.Sprintf("call #%d: %s '%s' matches no pending recorded call in its scope (concurrent matching)\n  actual: %s\n  actual input fingerprint: %s",
-		ic.position, ic.kind, ic.label(), ic.descriptor(), ic.fingerprint())
-	if len(listed) > 0 {
-		msg += "\n  pending in scope: " + strings.Join(listed, ", ")
-		if more > 0 {
-			msg += fmt.Sprintf(" (+%d more)", more)
-		}
+	where := "the run"
+	if path != "" {
+		where = "'" + strings.TrimPrefix(path, "/") + "'"
+	}
+	msg := fmt.Sprintf("call #%d: %s '%s', made on a concurrent goroutine in %s, matches no pending call of that scope's concurrent group\n  actual: %s\n  actual input fingerprint: %s\n  pending in the group: %s",
+		ic.position, ic.kind, ic.label(), where, ic.descriptor(), ic.fingerprint(), strings.Join(listed, ", "))
+	if len(group) > 5 {
+		msg += fmt.Sprintf(" (+%d more)", len(group)-5)
 	}
 	e := &MismatchError{Call: ic.position, Kind: ic.kind, Label: ic.label(), Step: -1, msg: msg}
 	if closest != nil {
-		e.Step, e.EventID, e.Recorded, e.Actual = closest.Call.Step, closest.Call.ID, inputOf(closest.Call), ic.input
+		recorded := inputOf(closest.Call)
+		at, rv, av := firstDifference(recorded, ic.input, "$")
+		e.msg += fmt.Sprintf("\n  closest: #%d %s '%s' (step %d), whose input differs at '%s': recorded %s, actual %s",
+			closest.Position, closest.Kind, closest.Label, closest.Call.Step, at, previewOrMissing(rv), previewOrMissing(av))
+		e.Step, e.EventID, e.Recorded, e.Actual = closest.Call.Step, closest.Call.ID, recorded, ic.input
 		e.Label = closest.Label
 	}
-	return fail(e)
+	return fail(e), true
 }
 
 // takeLocked runs the checks of §5.4 steps 4–12 on the recorded call r that
@@ -301,8 +347,13 @@ type usageSlot struct {
 // before redaction. served reports that the output comes from the recording
 // or a Director rather than from the body.
 func (s *session) dependency(ctx context.Context, sc *scope, ic *intercept, raw trace.Value, run runFunc) (out trace.Value, served bool, err error) {
-	ic.input, ic.parent, ic.node, ic.path = redacted(raw), sc.parent, sc.node, sc.path
+	ic.input, ic.parent, ic.node, ic.sc = redacted(raw), sc.parent, sc.node, sc
+	var gid uint64
+	if s.tracksLanes() {
+		gid = goid()
+	}
 	s.mu.Lock()
+	ic.lane = s.laneLocked(sc, gid)
 	d := s.dispatchLocked(ic)
 	input, model := raw, ic.model
 	if !d.input.IsAbsent() {
@@ -312,6 +363,7 @@ func (s *session) dependency(ctx context.Context, sc *scope, ic *intercept, raw 
 		model = d.model
 	}
 	callID := s.appendCallLocked(ic, input, model, d.rec, d.input.IsAbsent() && ic.input == raw)
+	s.noteLaneLocked(callID, ic.lane)
 	switch d.act {
 	case actServe:
 		s.appendServedLocked(ic, callID, model, d)
@@ -344,6 +396,11 @@ func (s *session) dependency(ctx context.Context, sc *scope, ic *intercept, raw 
 		return trace.Value{}, false, d.err
 	}
 	cr := s.noteCallLocked(ic, callID, Executed, d.rec)
+	if gid == 0 {
+		gid = goid()
+		ic.lane = s.laneLocked(sc, gid)
+	}
+	s.noteLaneLocked(callID, ic.lane)
 	s.mu.Unlock()
 
 	var ci *CallInfo
@@ -351,7 +408,7 @@ func (s *session) dependency(ctx context.Context, sc *scope, ic *intercept, raw 
 		ci = observed(ic, cr, model)
 		ctx = s.obs.StartCall(ctx, ci)
 	}
-	child, slot := sc.child(ctx, callID, sc.node, string(ic.kind), ic.label(), true)
+	child, slot := sc.child(ctx, callID, sc.node, string(ic.kind), ic.label(), gid, ic.free(), true)
 	start := time.Now()
 	done := false
 	defer func() {

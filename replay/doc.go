@@ -94,9 +94,20 @@
 // difference shows in the diff of the replay's trace against the base.
 //
 // The first divergence is kept in [Result.Divergence] even when the agent
-// swallows the error. With [Concurrent], calls made from several goroutines
-// are matched regardless of order, among the pending calls of the same
-// parent, by kind, name and input fingerprint.
+// swallows the error.
+//
+// # Concurrent calls
+//
+// A recording notes which goroutine made each call, relative to the scope
+// it was made in (the run, a node, or a call whose body ran): calls from the
+// goroutine that opened the scope are strictly ordered; those from other
+// goroutines form the scope's concurrent group ([trace.Call.Lane], kept in
+// the bundle's [trace.LanesFile]). Replay matches a call of a group with the
+// earliest pending call of that group with the same kind, name (or provider
+// and model) and input, whatever order the goroutines arrive in; a call that
+// matches none fails, listing the group's pending calls and the closest one
+// with where its input differs. Bundles without lanes (Python stepfork's,
+// runs on one goroutine) are matched with the strict cursor.
 //
 // # The replay's own trace
 //

@@ -28,10 +28,13 @@ func Node(ctx context.Context, name string, fn func(context.Context) error) erro
 		return errors.New("replay.Node: the node name is empty")
 	}
 	s := sc.s
+	gid := goid()
 	s.mu.Lock()
 	ev := trace.MarkerEvent(trace.Marker{Key: trace.MarkerNode, Name: name, Phase: trace.PhaseEnter})
 	ev.ParentID = sc.parent
 	enter := s.appendLocked(ev)
+	lane := s.laneLocked(sc, gid)
+	s.noteLaneLocked(enter, lane)
 	s.mu.Unlock()
 
 	exit := func(err error) {
@@ -53,7 +56,7 @@ func Node(ctx context.Context, name string, fn func(context.Context) error) erro
 			panic(p)
 		}
 	}()
-	child, _ := sc.child(ctx, enter, name, "node", name, false)
+	child, _ := sc.child(ctx, enter, name, "node", name, gid, sc.free || lane > 0, false)
 	err := fn(child)
 	done = true
 	exit(err)

@@ -30,7 +30,7 @@ const (
 type RecordOption interface{ applyRecord(*config) }
 
 // ReplayOption configures [Replay] and [Prepared.Replay]: [Hybrid], [Live],
-// [Concurrent], [WithDirector], and [SaveTo].
+// [WithDirector], and [SaveTo].
 type ReplayOption interface{ applyReplay(*config) }
 
 // Option is an option of both [Record] and [Replay]: [SaveTo].
@@ -56,7 +56,6 @@ type config struct {
 	conflict   string // a second mode option, when it differs from modeBy
 	liveModels []string
 	liveTools  []string
-	concurrent bool
 	director   Director
 	save       bool
 	savePath   string
@@ -97,14 +96,6 @@ func Live(allowTools ...string) ReplayOption {
 		c.liveTools = append(c.liveTools, allowTools...)
 	})
 }
-
-// Concurrent switches matching from the strict cursor to an
-// order-insensitive match for agents that make calls from several
-// goroutines: a call is matched with the earliest pending recorded call of
-// the same kind, name (or provider and model) and input fingerprint made
-// under the same parent (the same tool call, model call, node or the run
-// itself). Calls with equal inputs are served in recorded order.
-func Concurrent() ReplayOption { return replayOnly(func(c *config) { c.concurrent = true }) }
 
 // WithDirector lets d decide what the session does with every intercepted
 // call (see [Director]). Package fork builds counterfactual runs on it.

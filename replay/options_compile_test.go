@@ -40,8 +40,8 @@ func agent(context.Context, trace.Value) (any, error) { return nil, nil }
 func main() {
 	ctx := context.Background()
 	rec, _ := replay.Record(ctx, "a", nil, agent, replay.SaveTo(""))
-	_, _ = replay.Replay(ctx, rec.Trace, agent, replay.SaveTo(""), replay.Hybrid("m"), replay.Live(), replay.Concurrent(), replay.WithDirector(nil))
-	_, _ = replay.Prepare(rec.Trace).Replay(ctx, agent, replay.Concurrent())
+	_, _ = replay.Replay(ctx, rec.Trace, agent, replay.SaveTo(""), replay.Hybrid("m"), replay.Live(), replay.WithDirector(nil))
+	_, _ = replay.Prepare(rec.Trace).Replay(ctx, agent, replay.Hybrid("m"))
 	//MISUSE
 }
 `
@@ -74,7 +74,6 @@ func main() {
 	for _, tc := range []struct{ name, misuse, option string }{
 		{"Hybrid", `_, _ = replay.Record(ctx, "a", nil, agent, replay.Hybrid("m"))`, `replay.Hybrid("m")`},
 		{"Live", `_, _ = replay.Record(ctx, "a", nil, agent, replay.Live())`, `replay.Live()`},
-		{"Concurrent", `_, _ = replay.Record(ctx, "a", nil, agent, replay.Concurrent())`, `replay.Concurrent()`},
 		{"WithDirector", `_, _ = replay.Record(ctx, "a", nil, agent, replay.WithDirector(nil))`, `replay.WithDirector(nil)`},
 	} {
 		t.Run(tc.name+" passed to Record", func(t *testing.T) {

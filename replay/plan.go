@@ -46,6 +46,10 @@ type rec struct {
 	Recorded
 	event  int // index of Call in the base events
 	result int // index of Result in the base events, -1 when none
+	// free says the call belongs to its scope's concurrent group: made on
+	// a concurrent goroutine (lane 1 or more) or inside a node or call
+	// that was.
+	free bool
 }
 
 // markerRec is a recorded runtime marker.
@@ -54,7 +58,7 @@ type markerRec struct {
 	m  trace.Marker
 }
 
-// matchKey is what Concurrent matching and Call.Match look a recorded call
+// matchKey is what concurrent groups and Call.Match look a recorded call
 // up by: its identity and canonical input (equal inputs, equal
 // fingerprints; the map hashes the text, no SHA-256 needed).
 type matchKey struct {
@@ -91,6 +95,7 @@ type Prepared struct {
 	keyCalls [][]int32 // indexes in calls with the same matchKey, in order
 	tools    map[string]bool
 	models   map[string]bool
+	laned    bool // some call belongs to a concurrent group (lane ≥ 1)
 
 	// hashes are the payload hashes of each event (input, output), filled
 	// on first use: hashState[i] goes 0 → 1 (being computed by one
@@ -152,6 +157,18 @@ func prepare(base *trace.Trace) *Prepared {
 		}
 	}
 
+	// Lanes: an event is free when it, or an event it is nested in, was
+	// made on a concurrent goroutine of its scope.
+	var free []bool
+	if data := base.Extras[trace.LanesFile]; len(data) > 0 {
+		if lanes, err := trace.Lanes(data); err == nil && len(lanes) > 0 {
+			p.laned = true
+			free = make([]bool, n)
+			for i := range evs {
+				free[i] = lanes[evs[i].ID] > 0 || parent[i] >= 0 && free[parent[i]]
+			}
+		}
+	}
 	calls := base.Calls()
 	p.calls = make([]rec, 0, len(calls))
 	next := 0 // the next of calls
@@ -169,7 +186,7 @@ func prepare(base *trace.Trace) *Prepared {
 		case ev.Type == trace.ToolCall || ev.Type == trace.LLMRequest:
 			c := &calls[next]
 			next++
-			r := rec{event: i, result: c.Result}
+			r := rec{event: i, result: c.Result, free: free != nil && free[i]}
 			r.Kind, r.Label, r.Call = KindTool, c.Label, ev
 			if ev.Type == trace.LLMRequest {
 				r.Kind = KindLLM
@@ -434,15 +451,37 @@ func newPlan(p *Prepared) *plan {
 }
 
 // at returns the first call at or after the cursor that is neither consumed
-// nor skipped, moving the cursor over the others; nil when none is left.
+// nor skipped and belongs to no concurrent group, moving the cursor over the
+// consumed and skipped ones; nil when none is left. Calls of concurrent
+// groups are matched as a set (matchGroup), never at the cursor.
 func (p *plan) at() *rec {
-	for p.cursor < len(p.calls) {
-		if p.state[p.cursor] == callPending {
-			return &p.calls[p.cursor]
-		}
+	for p.cursor < len(p.calls) && p.state[p.cursor] != callPending {
 		p.cursor++
 	}
+	if !p.laned {
+		if p.cursor < len(p.calls) {
+			return &p.calls[p.cursor]
+		}
+		return nil
+	}
+	for i := p.cursor; i < len(p.calls); i++ {
+		if p.state[i] == callPending && !p.calls[i].free {
+			return &p.calls[i]
+		}
+	}
 	return nil
+}
+
+// groupPending lists the pending calls of the concurrent group of the scope
+// with the given path, in recorded order.
+func (p *plan) groupPending(path string) []*rec {
+	var out []*rec
+	for i := p.cursor; i < len(p.calls); i++ {
+		if r := &p.calls[i]; p.state[i] == callPending && r.free && p.scopeOf(r.event) == path {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // consume marks r matched.
@@ -477,8 +516,8 @@ func (p *plan) skipNested(r *rec) {
 }
 
 // match finds the earliest pending call with the given identity and
-// (redacted) input; when scoped, only calls made in a scope with the given
-// path qualify.
+// (redacted) input; when scoped, only calls of the concurrent group of the
+// scope with the given path qualify.
 func (p *plan) match(kind CallKind, name, provider, model string, input trace.Value, path string, scoped bool) *rec {
 	if input.IsAbsent() {
 		return nil
@@ -504,7 +543,7 @@ func (p *plan) match(kind CallKind, name, provider, model string, input trace.Va
 			continue
 		}
 		r := &p.calls[c]
-		if scoped && p.scopeOf(r.event) != path {
+		if scoped && (!r.free || p.scopeOf(r.event) != path) {
 			continue
 		}
 		return r

@@ -127,8 +127,22 @@ type scope struct {
 	s      *session
 	parent string
 	node   string
-	path   string     // scope path, as Prepared.scopeOf computes it for the base (Concurrent sessions only)
 	usage  *usageSlot // inside a model call's body: where ReportUsage writes
+
+	// The scope's place and goroutines, for lanes ([trace.Call.Lane]):
+	// the enclosing scope and this one's label (kind and name), the
+	// goroutine that opened it (0: unknown), and the lanes of the other
+	// goroutines that called in it. Guarded by the session's lock.
+	up         *scope
+	kind, name string
+	path       string // computed by pathLocked
+	pathDone   bool
+	gid        uint64
+	others     map[uint64]int
+	// free says the scope was opened on a concurrent goroutine of its
+	// enclosing scope (or inside such a scope): its calls are unordered
+	// relative to the rest of the enclosing scope.
+	free bool
 }
 
 func fromContext(ctx context.Context) *scope {
@@ -157,14 +171,11 @@ func (c *scopeCtx) Value(key any) any {
 }
 
 // child returns a context for the events of a call or node: they hang under
-// parent, in node. kind and name label the scope ("tool", "search"); the
-// path is kept only by Concurrent sessions, which match by it. usage says
-// the context is a model call's body, where ReportUsage writes.
-func (sc *scope) child(ctx context.Context, parent, node, kind, name string, usage bool) (context.Context, *usageSlot) {
-	c := &scopeCtx{Context: ctx, sc: scope{s: sc.s, parent: parent, node: node}}
-	if sc.s.cfg.concurrent {
-		c.sc.path = sc.path + "/" + kind + ":" + name
-	}
+// parent, in node. kind and name label the scope ("tool", "search"); gid is
+// the goroutine opening it (0: unknown). usage says the context is a model
+// call's body, where ReportUsage writes.
+func (sc *scope) child(ctx context.Context, parent, node, kind, name string, gid uint64, free, usage bool) (context.Context, *usageSlot) {
+	c := &scopeCtx{Context: ctx, sc: scope{s: sc.s, parent: parent, node: node, up: sc, kind: kind, name: name, gid: gid, free: free}}
 	if usage {
 		c.sc.usage = &c.slot
 	}
@@ -190,9 +201,10 @@ type session struct {
 	liveModels map[string]bool
 	liveTools  map[string]bool
 	ids        ids
-	direct     Call      // the Call handed to the Director, reused (valid only during Direct)
-	obs        Observer  // from the run's context; set before the agent runs, never changed
-	minted     mintedIDs // provider-minted ids bound during the run (Transport)
+	direct     Call           // the Call handed to the Director, reused (valid only during Direct)
+	obs        Observer       // from the run's context; set before the agent runs, never changed
+	minted     mintedIDs      // provider-minted ids bound during the run (Transport)
+	lanes      map[string]int // call event id → lane, for lanes ≥ 1
 }
 
 // occKey counts the calls of one kind and name.
@@ -466,7 +478,7 @@ func (s *session) run(ctx context.Context, input trace.Value, agent Agent) (*Res
 		ctx = s.obs.StartRun(ctx, info)
 	}
 	obsCtx := ctx
-	ctx = context.WithValue(ctx, ctxKey{}, &scope{s: s, parent: s.root})
+	ctx = context.WithValue(ctx, ctxKey{}, &scope{s: s, parent: s.root, gid: goid()})
 
 	var (
 		out       any
@@ -543,6 +555,9 @@ func (s *session) finish(out any, err error) (*Result, error) {
 		s.tr.Status = trace.RunCompleted
 	}
 	s.tr.Events = s.log.all()
+	if data := s.lanesFile(); data != nil {
+		s.tr.Extras = map[string][]byte{trace.LanesFile: data}
+	}
 	t := trace.TotalsOf(s.tr.Events)
 	s.tr.Totals.Events, s.tr.Totals.LLMCalls, s.tr.Totals.ToolCalls = t.Events, t.LLMCalls, t.ToolCalls
 	if t.CostUSD != nil {

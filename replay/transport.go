@@ -363,9 +363,14 @@ func (t *transport) call(sc *scope, req *http.Request, e endpoint) (*http.Respon
 		ic = intercept{kind: KindLLM, provider: e.provider, model: e.modelOf(raw, req.URL.Path)}
 	}
 
+	var gid uint64
+	if s.tracksLanes() {
+		gid = goid()
+	}
 	s.mu.Lock()
 	raw = s.minted.canonical(raw)
-	ic.input, ic.parent, ic.node, ic.path = redacted(raw), sc.parent, sc.node, sc.path
+	ic.input, ic.parent, ic.node, ic.sc = redacted(raw), sc.parent, sc.node, sc
+	ic.lane = s.laneLocked(sc, gid)
 	d := s.dispatchLocked(&ic)
 	input, model := raw, ic.model
 	if !d.input.IsAbsent() {
@@ -375,6 +380,7 @@ func (t *transport) call(sc *scope, req *http.Request, e endpoint) (*http.Respon
 		model = d.model
 	}
 	callID := s.appendCallLocked(&ic, input, model, d.rec, d.input.IsAbsent() && ic.input == raw)
+	s.noteLaneLocked(callID, ic.lane)
 	switch d.act {
 	case actServe:
 		s.appendServedLocked(&ic, callID, model, d)
@@ -416,13 +422,18 @@ func (t *transport) call(sc *scope, req *http.Request, e endpoint) (*http.Respon
 		return nil, d.err
 	}
 	cr := s.noteCallLocked(&ic, callID, Executed, d.rec)
+	if gid == 0 {
+		gid = goid()
+		ic.lane = s.laneLocked(sc, gid)
+		s.noteLaneLocked(callID, ic.lane)
+	}
 	var corr *Recorded
 	if e.wire != 0 {
 		corr = s.correspondingLocked(&ic, &d)
 	}
 	s.mu.Unlock()
 
-	ctx, slot := sc.child(req.Context(), callID, sc.node, string(ic.kind), ic.label(), e.wire != 0)
+	ctx, slot := sc.child(req.Context(), callID, sc.node, string(ic.kind), ic.label(), gid, ic.free(), e.wire != 0)
 	var ci *CallInfo
 	if s.obs != nil {
 		ci = observed(&ic, cr, model)

@@ -710,7 +710,7 @@ func TestTransportConcurrentStreams(t *testing.T) {
 		require.Equal(t, 200, ex.Status, i)
 	}
 	before := f.requests.Load()
-	res, err := replay.Replay(context.Background(), rec.Trace, agent, replay.Concurrent())
+	res, err := replay.Replay(context.Background(), rec.Trace, agent)
 	require.NoError(t, err)
 	assert.Equal(t, before, f.requests.Load())
 	assert.Equal(t, rec.Output, res.Output)
