@@ -169,6 +169,15 @@ func DisplayPaths(base, variant string) Option {
 // step directly followed by an unmatched variant step is one substitution.
 // So an inserted call is one added step and the later steps stay unchanged.
 //
+// Calls made concurrently are compared as a set: when both runs record
+// lanes ([trace.LanesFile]), the steps of each concurrent group of the
+// variant (made on goroutines other than their scope's own, or inside a
+// node or call that was) are matched with the base's steps of the same
+// group first by equal content, then by type and label, and listed in the
+// base's order before the alignment. Two concurrent calls that ran in the
+// other order are unchanged; a call whose input or output changed still
+// shows as changed, one without a counterpart as added or removed.
+//
 // With [AlignPosition], Runs is stepfork's diff_traces exactly: stepfork's
 // extraction (runtime markers are ordinary state steps), index i against
 // index i, the two terminal run steps compared with each other; its JSON is
@@ -197,6 +206,7 @@ type Prepared struct {
 	numbers *stepNumbers           // the steps numbered for the LCS (nil with AlignPosition)
 	summary Summary                // the base's summary, its display path set
 	state   map[string]trace.Value // the base's final state; only read
+	groups  []string               // the base steps' concurrent groups (groupKeys); nil without lanes
 }
 
 // Prepare computes the base side of Runs(base, variant, opts...) for
@@ -223,6 +233,7 @@ func Prepare(base *trace.Trace, opts ...Option) *Prepared {
 	db.steps = behavior(base, db.cfg.positional)
 	if !db.cfg.positional {
 		db.numbers = numberSteps(db.steps)
+		db.groups = groupKeys(base, db.steps)
 	}
 	db.summary = summarize(base, pythonPath(bp), len(db.steps))
 	db.state = finalState(base)
@@ -252,6 +263,11 @@ func (db *Prepared) diff(variant *trace.Trace, bs []trace.BehaviorStep) *Result 
 	}
 	d := &Result{Positional: cfg.positional}
 	vs := behavior(variant, cfg.positional)
+	if db.groups != nil {
+		if vk := groupKeys(variant, vs); vk != nil {
+			vs = regroup(bs, db.groups, vs, vk)
+		}
+	}
 	d.Base = db.summary
 	d.Variant = summarize(variant, pythonPath(vp), len(vs))
 

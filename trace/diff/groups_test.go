@@ -1,0 +1,79 @@
+package diff
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stepfork/stepfork/trace"
+)
+
+// concurrent builds a run that fetches each of inputs (output: the input
+// doubled, or out[input] when set) and then calls "done"; with lanes, each
+// fetch is marked as made on its own goroutine.
+func concurrent(t *testing.T, tag string, lanes bool, inputs []int, out map[int]int) *trace.Trace {
+	t.Helper()
+	tr := build(t, tag, func(b *trace.Builder) {
+		for _, i := range inputs {
+			o, ok := out[i]
+			if !ok {
+				o = 2 * i
+			}
+			b.Tool("fetch", map[string]any{"i": i}, map[string]any{"v": o})
+		}
+		b.Tool("done", nil, "ok")
+		b.RunEnd(trace.RunCompleted, nil)
+	})
+	if lanes {
+		m := map[string]int{}
+		for _, c := range tr.Calls() {
+			if c.Label == "fetch" {
+				m[tr.Events[c.Event].ID] = len(m) + 1
+			}
+		}
+		data, _ := json.Marshal(m)
+		tr.Extras = map[string][]byte{trace.LanesFile: data}
+	}
+	return tr
+}
+
+func TestConcurrentGroupsCompareAsSets(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		base    []int
+		variant []int
+		out     map[int]int
+		lanes   bool
+		want    counts // changed, added, removed, unchanged
+		changed string // the label of the changed step's input or output path
+	}{
+		{"swapped pair is equivalent", []int{1, 2}, []int{2, 1}, nil, true, counts{0, 0, 0, 4}, ""},
+		{"three reordered", []int{1, 2, 3}, []int{3, 1, 2}, nil, true, counts{0, 0, 0, 5}, ""},
+		{"without lanes the order counts", []int{1, 2}, []int{2, 1}, nil, false, counts{0, 1, 1, 3}, ""},
+		{"a changed input still shows", []int{1, 2, 3}, []int{3, 9, 2}, map[int]int{9: 2}, true, counts{1, 0, 0, 4}, "input.i"},
+		{"a changed output still shows", []int{1, 2}, []int{2, 1}, map[int]int{1: 7}, true, counts{1, 0, 0, 3}, "output.v"},
+		{"an extra call is added", []int{1, 2}, []int{2, 3, 1}, nil, true, counts{0, 1, 0, 4}, ""},
+		{"a missing call is removed", []int{1, 2, 3}, []int{3, 1}, nil, true, counts{0, 0, 1, 4}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			base := concurrent(t, "base", tc.lanes, tc.base, nil)
+			variant := concurrent(t, "variant", tc.lanes, tc.variant, tc.out)
+			d := Runs(base, variant)
+			if got := countsOf(d); got != tc.want {
+				t.Fatalf("counts (changed, added, removed, unchanged) = %v, want %v\n%s", got, tc.want, d.Explain())
+			}
+			if tc.changed != "" {
+				for i := range d.Steps {
+					s := &d.Steps[i]
+					if s.Kind == Changed && (len(s.Changes) != 1 || s.Changes[0].Path != tc.changed) {
+						t.Errorf("changed step %s: changes %v, want one at %s", s.Label, changePaths(s), tc.changed)
+					}
+				}
+			}
+			if same := Runs(variant, variant); !same.Equivalent() {
+				t.Errorf("the variant differs from itself:\n%s", same.Explain())
+			}
+		})
+	}
+}
