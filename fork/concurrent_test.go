@@ -2,16 +2,23 @@ package fork_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/stepfork/stepfork/assert"
 	"github.com/stepfork/stepfork/fork"
 	"github.com/stepfork/stepfork/replay"
+	"github.com/stepfork/stepfork/sftest"
 	"github.com/stepfork/stepfork/trace"
+	"github.com/stepfork/stepfork/trace/diff"
 )
 
 // both calls tools a and b on two goroutines, a delay deciding who goes
@@ -58,4 +65,132 @@ func TestForkAfterTwoGoroutinesInAnotherOrder(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, fork.StatusCompleted, v.Status)
 	require.Equal(t, "AB!", v.Output)
+}
+
+// parallelModel is a fake chat model that asks for n parallel tool calls,
+// minting fresh ids as a real provider does, then answers with what the
+// tools returned.
+func parallelModel(n int) func(context.Context, replay.Request) (replay.Response, error) {
+	return func(_ context.Context, r replay.Request) (replay.Response, error) {
+		last := r.Messages[len(r.Messages)-1]
+		if last.Role == "user" {
+			resp := replay.Response{StopReason: "tool_calls"}
+			for i := range n {
+				resp.ToolCalls = append(resp.ToolCalls, replay.ToolCall{
+					ID: fmt.Sprintf("call_%016x", rand.Uint64()), Name: "lookup",
+					Arguments: json.RawMessage(fmt.Sprintf(`{"city":%q}`, []string{"Oslo", "Lima", "Pune", "Kiev"}[i%4]+fmt.Sprint(i)))})
+			}
+			return resp, nil
+		}
+		var parts []string
+		for _, m := range r.Messages {
+			if m.Role == "tool" {
+				parts = append(parts, m.Content)
+			}
+		}
+		return replay.Response{Content: strings.Join(parts, "; "), StopReason: "stop"}, nil
+	}
+}
+
+// parallelAgent sends a question, runs the model's tool calls on one
+// goroutine each after a random delay, sends the results back in the
+// model's order and records the answer in the node "report".
+func parallelAgent(n int) replay.Agent {
+	lookup := replay.Tool("lookup", func(_ context.Context, args json.RawMessage) (string, error) {
+		var in struct{ City string }
+		if err := json.Unmarshal(args, &in); err != nil {
+			return "", err
+		}
+		return "weather in " + in.City + ": fine", nil
+	})
+	store := replay.Tool("store", func(_ context.Context, s string) (int, error) { return len(s), nil })
+	model := parallelModel(n)
+	return func(ctx context.Context, _ trace.Value) (any, error) {
+		msgs := []replay.Message{{Role: "user", Content: "weather?"}}
+		resp, err := replay.LLM(ctx, replay.Request{Provider: "fake", Model: "m", Messages: msgs}, model)
+		if err != nil {
+			return nil, err
+		}
+		results := make([]string, len(resp.ToolCalls))
+		errs := make([]error, len(resp.ToolCalls))
+		var wg sync.WaitGroup
+		for i, tc := range resp.ToolCalls {
+			wg.Go(func() {
+				time.Sleep(time.Duration(rand.IntN(300)) * time.Microsecond)
+				results[i], errs[i] = lookup(ctx, tc.Arguments)
+			})
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return nil, err
+		}
+		msgs = append(msgs, replay.Message{Role: "assistant", ToolCalls: resp.ToolCalls})
+		for i, tc := range resp.ToolCalls {
+			msgs = append(msgs, replay.Message{Role: "tool", ToolCallID: tc.ID, Content: results[i]})
+		}
+		final, err := replay.LLM(ctx, replay.Request{Provider: "fake", Model: "m", Messages: msgs}, model)
+		if err != nil {
+			return nil, err
+		}
+		var stored int
+		err = replay.Node(ctx, "report", func(ctx context.Context) error {
+			stored, err = store(ctx, final.Content)
+			return err
+		})
+		return stored, err
+	}
+}
+
+// TestParallelToolCallsOnGoroutines is the fidelity promise on the most
+// common shape of a real agent: the model's parallel tool calls run on
+// goroutines in a random order. Run it many times under -race:
+//
+//	go test -race ./fork -run TestParallelToolCallsOnGoroutines -count=200
+func TestParallelToolCallsOnGoroutines(t *testing.T) {
+	ctx := context.Background()
+	agent := parallelAgent(4)
+	rec, err := replay.Record(ctx, "parallel", nil, agent)
+	require.NoError(t, err)
+	require.Contains(t, rec.Trace.Extras, trace.LanesFile)
+
+	res, err := replay.Replay(ctx, rec.Trace, agent)
+	require.NoError(t, err)
+	require.Zero(t, res.Executed)
+	assert.Equivalent(t, diff.Runs(rec.Trace, res.Trace))
+
+	v, err := fork.Run(ctx, rec.Trace, fork.Start(), agent, fork.Memoize())
+	require.NoError(t, err)
+	assert.Equivalent(t, v)
+	require.Zero(t, v.LiveModelCalls)
+
+	sftest.ForkCheck(t, rec.Trace, agent)
+}
+
+func TestForkPointsDoNotSplitAConcurrentGroup(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rec, err := replay.Record(ctx, "both", 0, both(false))
+	require.NoError(t, err)
+	// run_start, a (call, result), b (call, result), the node "after".
+	var second trace.Event
+	for _, c := range rec.Trace.Calls() {
+		if c.Index == 1 {
+			second = rec.Trace.Events[c.Event]
+		}
+	}
+	require.Equal(t, 3, second.Step)
+	_, err = fork.Run(ctx, rec.Trace, fork.Step(second.Step), both(false))
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "step 3 is inside a group of concurrent calls (steps 1..4, made on several goroutines, in an order that is not behavior); a fork must not split it. Fork before the group (fork.Step(1)) or after it (fork.Step(5)).")
+	_, err = fork.Run(ctx, rec.Trace, fork.BeforeCall(replay.KindTool, second.Name, 1), both(false))
+	require.ErrorContains(t, err, "a fork must not split it")
+	for _, p := range fork.Points(rec.Trace) {
+		require.NotContains(t, []int{2, 3, 4}, p.Step, "point %s splits the group", p.Description)
+	}
+	// The points before and after the group are forks like any other.
+	for _, at := range []fork.At{fork.Step(1), fork.Step(5)} {
+		v, err := fork.Run(ctx, rec.Trace, at, both(true), fork.Memoize())
+		require.NoError(t, err, at)
+		assert.Equivalent(t, v)
+	}
 }

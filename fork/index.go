@@ -37,6 +37,9 @@ type index struct {
 	firstWrite map[string]int32 // plain state key → first state_change writing it
 	keyOrder   []string
 
+	// groups are the spans of the concurrent groups (indexGroups).
+	groups []groupSpan
+
 	// suffix sums: calls and cost from event i to the end (length n+1).
 	sufTools, sufModels []int32
 	sufCost             []float64
@@ -208,7 +211,80 @@ func newIndex(tr *trace.Trace) *index {
 			ix.sufTokens[i] += ev.Tokens()
 		}
 	}
+	ix.indexGroups()
 	return ix
+}
+
+// groupSpan is the stretch of events a scope's concurrent group covers:
+// from its first member (a call or node made on a concurrent goroutine,
+// trace.LanesFile) to the end of its last member's subtree.
+type groupSpan struct{ first, last int32 }
+
+// indexGroups finds the spans of the concurrent groups: a fork inside one
+// would split calls whose order is an accident of scheduling.
+func (ix *index) indexGroups() {
+	data := ix.tr.Extras[trace.LanesFile]
+	if len(data) == 0 {
+		return
+	}
+	lanes, err := trace.Lanes(data)
+	if err != nil {
+		return
+	}
+	spans := map[int32]*groupSpan{} // scope (parent event) → its group's span
+	var order []int32
+	for i := range ix.tr.Events {
+		if lanes[ix.tr.Events[i].ID] < 1 {
+			continue
+		}
+		sc := ix.parent[i]
+		g, ok := spans[sc]
+		if !ok {
+			g = &groupSpan{first: int32(i), last: int32(i)}
+			spans[sc] = g
+			order = append(order, sc)
+		}
+		g.last = max(g.last, ix.end[i])
+	}
+	for _, sc := range order {
+		g := spans[sc]
+		if g.last > g.first {
+			ix.groups = append(ix.groups, *g)
+		}
+	}
+}
+
+// splitsGroup returns the span of the outermost concurrent group a fork at
+// position p would split (p after its first event and within it), and
+// false when p splits none.
+func (ix *index) splitsGroup(p int) (groupSpan, bool) {
+	var out groupSpan
+	found := false
+	for _, g := range ix.groups {
+		if int(g.first) < p && p <= int(g.last) && (!found || g.first < out.first) {
+			out, found = g, true
+		}
+	}
+	return out, found
+}
+
+// groupBoundary refuses a position inside a concurrent group, naming the
+// points before and after it.
+func (ix *index) groupBoundary(p int) error {
+	g, ok := ix.splitsGroup(p)
+	if !ok {
+		return nil
+	}
+	evs := ix.tr.Events
+	msg := "step %d is inside a group of concurrent calls (steps %d..%d, made on several goroutines, in an order that is not behavior); a fork must not split it. Fork before the group (fork.Step(%d))"
+	args := []any{evs[p].Step, evs[g.first].Step, evs[g.last].Step, evs[g.first].Step}
+	if after := int(g.last) + 1; after < len(evs) && ix.splits(after) < 0 {
+		if _, in := ix.splitsGroup(after); !in {
+			msg += " or after it (fork.Step(%d))"
+			args = append(args, evs[after].Step)
+		}
+	}
+	return pointErrf(msg+".", args...)
 }
 
 // callIdentity is the kind and label replay gives a call event: the tool

@@ -95,6 +95,9 @@ func (a atFunc) String() string { return a.s }
 
 func (a atFunc) resolve(ix *index) (Resolved, error) {
 	r, err := a.f(ix)
+	if err == nil {
+		err = ix.groupBoundary(r.pos)
+	}
 	if err != nil {
 		var pe *pointError
 		if errors.As(err, &pe) && pe.point == "" {
@@ -459,6 +462,9 @@ func (ix *index) points() []PointInfo {
 	out := make([]PointInfo, 0, len(evs))
 	for i := 1; i < len(evs); i++ {
 		if ix.splits(i) >= 0 {
+			continue
+		}
+		if _, in := ix.splitsGroup(i); in {
 			continue
 		}
 		ev := &evs[i]
