@@ -3,6 +3,7 @@ package assert
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"reflect"
 	"slices"
 	"strconv"
@@ -104,12 +105,17 @@ func IgnoreDurations() cmp.Option { return ignoreDurations }
 func CanonicalPayloads() cmp.Option { return canonicalPayloads }
 
 // SortConcurrentCalls makes the order of concurrent calls irrelevant. It
-// applies to trace.Trace values: among the children of one parent, calls
-// whose events interleave in the file (a call started before its sibling's
-// last event was written) are concurrent, and are put in a fixed order, by
-// event type, name or model and input hash, each followed by its own events.
-// Calls that ran one after another keep their order, so a reordering of
-// sequential calls still shows. Steps are renumbered to the new positions;
+// applies to trace.Trace values. In a run that records lanes
+// ([trace.LanesFile]), the concurrent group of each scope (its calls and
+// nodes made on goroutines other than the scope's own) is concurrent: the
+// group's members are put together, at the place of the first, in a fixed
+// order, by event type, name or model and input hash, each followed by its
+// own events; the lanes file itself is then left out, since it names event
+// ids. In a run without lanes (a Python bundle), calls among the children of
+// one parent whose events interleave in the file (a call started before its
+// sibling's last event was written) are taken as concurrent and sorted the
+// same way. Calls made one after another on one goroutine keep their order,
+// so a reordering of sequential calls still shows. Steps are renumbered to the new positions;
 // combine it with IgnoreIDs and IgnoreTimestamps, which the reordering also
 // changes.
 func SortConcurrentCalls() cmp.Option { return sortConcurrentCalls }
@@ -261,10 +267,39 @@ func sortConcurrent(tr trace.Trace) trace.Trace {
 		ev := &evs[i]
 		return []string{string(ev.Type), ev.Provider, ev.Label(), trace.Hash(ev.Input), trace.Hash(ev.After)}
 	}
+	var lanes map[string]int
+	if data := tr.Extras[trace.LanesFile]; len(data) > 0 {
+		lanes, _ = trace.Lanes(data)
+	}
 	order := make([]int, 0, n)
 	var emit func(p int)
 	emit = func(p int) {
 		kids := children[p]
+		if lanes != nil {
+			var group []int
+			for _, c := range kids {
+				if lanes[evs[c].ID] > 0 {
+					group = append(group, c)
+				}
+			}
+			slices.SortStableFunc(group, func(a, b int) int { return slices.Compare(key(a), key(b)) })
+			placed := false
+			for _, c := range kids {
+				if lanes[evs[c].ID] == 0 {
+					order = append(order, c)
+					emit(c)
+					continue
+				}
+				if !placed {
+					placed = true
+					for _, g := range group {
+						order = append(order, g)
+						emit(g)
+					}
+				}
+			}
+			return
+		}
 		for start := 0; start < len(kids); {
 			stop, groupEnd := start+1, end[kids[start]]
 			for stop < len(kids) && kids[stop] < groupEnd {
@@ -308,5 +343,10 @@ func sortConcurrent(tr trace.Trace) trace.Trace {
 		}
 	}
 	tr.Events = out
+	if _, ok := tr.Extras[trace.LanesFile]; ok {
+		extras := maps.Clone(tr.Extras)
+		delete(extras, trace.LanesFile)
+		tr.Extras = extras
+	}
 	return tr
 }

@@ -157,6 +157,7 @@ func TestParallelToolCallsOnGoroutines(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, res.Executed)
 	assert.Equivalent(t, diff.Runs(rec.Trace, res.Trace))
+	assert.TraceEqual(t, rec, res, assert.SortConcurrentCalls())
 
 	v, err := fork.Run(ctx, rec.Trace, fork.Start(), agent, fork.Memoize())
 	require.NoError(t, err)
