@@ -195,3 +195,24 @@ func TestForkPointsDoNotSplitAConcurrentGroup(t *testing.T) {
 		assert.Equivalent(t, v)
 	}
 }
+
+func TestStaticForkKeepsTheLanesOfKeptEvents(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rec, err := replay.Record(ctx, "both", 0, both(false))
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		at    fork.Cut
+		lanes int
+	}{{fork.ThroughStep(0), 0}, {fork.ThroughStep(2), 1}, {fork.ThroughStep(5), 2}} {
+		res, err := fork.Trace(rec.Trace, tc.at)
+		require.NoError(t, err, tc.at)
+		got, err := trace.Lanes(res.Trace.Extras[trace.LanesFile])
+		if tc.lanes == 0 {
+			require.NotContains(t, res.Trace.Extras, trace.LanesFile, tc.at)
+			continue
+		}
+		require.NoError(t, err)
+		require.Len(t, got, tc.lanes, tc.at)
+	}
+}

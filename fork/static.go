@@ -1,6 +1,7 @@
 package fork
 
 import (
+	"encoding/json"
 	"fmt"
 	"iter"
 	"os"
@@ -163,6 +164,7 @@ func forkLoaded(tr *trace.Trace, cut Cut, cfg *traceConfig) (*Result, error) {
 		events:     eventsOf(tr.Events),
 		parentPath: tr.Path,
 		parentFork: tr.Extras[infoFile],
+		lanes:      tr.Extras[trace.LanesFile],
 	}
 	var sc scan
 	made, err := forkSource(src, cut, cfg, &sc, true)
@@ -192,6 +194,10 @@ func forkPath(path string, cut Cut, cfg *traceConfig) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	lanes, err := r.Extra(trace.LanesFile)
+	if err != nil {
+		return nil, &staticError{msg: fmt.Sprintf("cannot read the lanes of %s: %v", path, err), err: err}
+	}
 	src := &source{
 		manifest:   r.Manifest(),
 		redactions: r.Redactions,
@@ -200,6 +206,7 @@ func forkPath(path string, cut Cut, cfg *traceConfig) (*Result, error) {
 		decode:     r.Decode,
 		parentPath: path,
 		parentFork: parentFork,
+		lanes:      lanes,
 	}
 	var sc scan
 	made, err := forkSource(src, cut, cfg, &sc, false)
@@ -272,6 +279,7 @@ type source struct {
 	decode     func(*trace.Event) error
 	parentPath string
 	parentFork []byte // the parent's fork.json, if it is a fork itself
+	lanes      []byte // the parent's lanes.json, if any
 }
 
 type made struct {
@@ -617,6 +625,9 @@ func forkSource(src *source, cut Cut, cfg *traceConfig, sc *scan, keep bool) (*m
 		return nil, err
 	}
 	forked := &trace.Trace{Manifest: m, Events: events, Redactions: reds, Extras: map[string][]byte{infoFile: data}}
+	if lanes := keptLanes(src.lanes, keptIDs); lanes != nil {
+		forked.Extras[trace.LanesFile] = lanes
+	}
 	if keep {
 		// As Save writes it: redacted, payload hashes computed.
 		if forked, err = forked.Prepared(); err != nil {
@@ -845,3 +856,29 @@ func checkStructure(kept []keptMeta, last keptMeta) error {
 }
 
 func isOutputPointer(p string) bool { return p == "/output" || strings.HasPrefix(p, "/output/") }
+
+// keptLanes is the lanes file of a static fork: the parent's lanes of the
+// events the fork keeps (nil when none is left, or the parent's file is
+// unreadable: the fork's calls are then strictly ordered).
+func keptLanes(data []byte, kept map[string]bool) []byte {
+	if len(data) == 0 {
+		return nil
+	}
+	lanes, err := trace.Lanes(data)
+	if err != nil {
+		return nil
+	}
+	for id := range lanes {
+		if !kept[id] {
+			delete(lanes, id)
+		}
+	}
+	if len(lanes) == 0 {
+		return nil
+	}
+	out, err := json.Marshal(lanes)
+	if err != nil {
+		return nil
+	}
+	return out
+}
