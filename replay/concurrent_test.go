@@ -141,21 +141,33 @@ func TestSequentialReorderStaysADivergence(t *testing.T) {
 	require.ErrorIs(t, err, replay.ErrDiverged)
 }
 
-// parallel calls fetch on one goroutine per input, each after a delay, and
-// sums the results.
-func parallel(delays map[int]time.Duration) replay.Agent {
+// parallel calls fetch on one goroutine per input, in the order given
+// (each goroutine waits for the one before it in order to finish its
+// call), and sums the results; order nil lets them race.
+func parallel(order []int) replay.Agent {
 	fetch := replay.Tool("fetch", func(_ context.Context, i int) (int, error) { return i * i, nil })
 	return func(ctx context.Context, in trace.Value) (any, error) {
 		var inputs []int
 		if err := in.Decode(&inputs); err != nil {
 			return nil, err
 		}
+		done := map[int]chan struct{}{}
+		for _, i := range inputs {
+			done[i] = make(chan struct{})
+		}
+		after := map[int]int{}
+		for k := 1; k < len(order); k++ {
+			after[order[k]] = order[k-1]
+		}
 		out := make([]int, len(inputs))
 		errs := make([]error, len(inputs))
 		var wg sync.WaitGroup
 		for k, i := range inputs {
 			wg.Go(func() {
-				time.Sleep(delays[i])
+				defer close(done[i])
+				if prev, ok := after[i]; ok {
+					<-done[prev]
+				}
 				out[k], errs[k] = fetch(ctx, i)
 			})
 		}
@@ -173,8 +185,7 @@ func parallel(delays map[int]time.Duration) replay.Agent {
 
 func TestConcurrentGroupMatchedAsASet(t *testing.T) {
 	t.Parallel()
-	ms := time.Millisecond
-	rec, err := replay.Record(context.Background(), "group", []int{1, 2, 3}, parallel(map[int]time.Duration{2: 5 * ms, 3: 10 * ms}))
+	rec, err := replay.Record(context.Background(), "group", []int{1, 2, 3}, parallel([]int{1, 2, 3}))
 	require.NoError(t, err)
 	lanes, err := trace.Lanes(rec.Trace.Extras[trace.LanesFile])
 	require.NoError(t, err)
@@ -185,7 +196,7 @@ func TestConcurrentGroupMatchedAsASet(t *testing.T) {
 
 	// The reverse order is served without a divergence, and the replay's
 	// own trace records its lanes.
-	res, err := replay.Replay(context.Background(), rec.Trace, parallel(map[int]time.Duration{1: 10 * ms, 2: 5 * ms}))
+	res, err := replay.Replay(context.Background(), rec.Trace, parallel([]int{3, 2, 1}))
 	require.NoError(t, err)
 	assert.Equal(t, 14, res.Output)
 	assert.Equal(t, 3, res.Served)
@@ -194,7 +205,7 @@ func TestConcurrentGroupMatchedAsASet(t *testing.T) {
 	// A call matching none of the group's pending calls says what is
 	// pending and where the closest differs.
 	other := replay.Agent(func(ctx context.Context, _ trace.Value) (any, error) {
-		return parallel(map[int]time.Duration{9: 0, 2: 5 * ms, 3: 10 * ms})(ctx, trace.MustValueOf([]int{9, 2, 3}))
+		return parallel([]int{9, 2, 3})(ctx, trace.MustValueOf([]int{9, 2, 3}))
 	})
 	_, err = replay.Replay(context.Background(), rec.Trace, other)
 	require.ErrorIs(t, err, replay.ErrDiverged)
@@ -204,8 +215,7 @@ func TestConcurrentGroupMatchedAsASet(t *testing.T) {
 
 func TestBundleWithoutLanesKeepsTheStrictCursor(t *testing.T) {
 	t.Parallel()
-	ms := time.Millisecond
-	rec, err := replay.Record(context.Background(), "group", []int{1, 2}, parallel(map[int]time.Duration{2: 10 * ms}))
+	rec, err := replay.Record(context.Background(), "group", []int{1, 2}, parallel([]int{1, 2}))
 	require.NoError(t, err)
 	require.Contains(t, rec.Trace.Extras, trace.LanesFile)
 	// A bundle without lanes (every bundle Python stepfork writes) keeps
@@ -215,9 +225,9 @@ func TestBundleWithoutLanesKeepsTheStrictCursor(t *testing.T) {
 	for _, c := range python.Calls() {
 		require.Zero(t, c.Lane)
 	}
-	_, err = replay.Replay(context.Background(), python, parallel(map[int]time.Duration{1: 10 * ms}))
+	_, err = replay.Replay(context.Background(), python, parallel([]int{2, 1}))
 	require.ErrorIs(t, err, replay.ErrDiverged)
 	assert.Contains(t, err.Error(), "call #1: tool 'fetch' input diverged from the recording")
-	_, err = replay.Replay(context.Background(), python, parallel(map[int]time.Duration{2: 10 * ms}))
+	_, err = replay.Replay(context.Background(), python, parallel([]int{1, 2}))
 	require.NoError(t, err)
 }
