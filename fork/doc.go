@@ -97,9 +97,10 @@
 //	fmt.Println(res.Path) // failure-forked.sftrace
 //
 // An [Override] replaces the output of a tool_result or llm_response event
-// (never an input), addressed with [OnStep] or [OnEvent]; an event-id
-// override beats a step override of the same event, and one override at
-// most is applied per event. An overridden event gets status "ok", so that
+// (never an input), addressed with [OnStep] or [OnEvent] (the result event)
+// or [OnCall] (the result that answers the call); an event-id override beats
+// a step override of the same event, which beats a call override, and one
+// override at most is applied per event. An overridden event gets status "ok", so that
 // a frozen replay of the fork serves the new output. Overrides are validated
 // before anything is written; every problem is reported in one error. An
 // override of an event the fork does not keep is refused, naming the event

@@ -84,13 +84,16 @@ type override struct {
 
 // Override replaces what a recorded call returned in a static fork: the
 // output of the tool_result or llm_response event that target addresses
-// ([OnStep] or [OnEvent]: the result event itself). output is a
+// ([OnStep] or [OnEvent]: the result event itself; [OnCall]: the result
+// that answers that call, or every kept call of the name for occurrence 0).
+// output is a
 // [trace.Value] or anything [trace.ValueOf] accepts; nil is JSON null.
 //
 // An overridden event gets status "ok": the override says what the call
 // returned, so a replay of the fork serves that output instead of a
 // recorded failure. An event-id override beats a step override of the same
-// event; two overrides of the same step or event id are refused.
+// event, which beats a call override; two overrides of the same target are
+// refused.
 func Override(target Target, output any) TraceOption {
 	return traceOptionFunc(func(c *traceConfig) { c.overrides = append(c.overrides, override{target, output}) })
 }
@@ -322,6 +325,28 @@ type scan struct {
 	beyondIDs   map[string]seenEvent
 	scanned     int  // events read
 	complete    bool // the stream was read to its end
+	// callProblems are the OnCall overrides that matched no kept result,
+	// reported with the other problems of the overrides.
+	callProblems []string
+}
+
+// callOverride is an [OnCall] override as the stream meets its calls.
+type callOverride struct {
+	t          target
+	seen, hits int // calls of the name kept so far, results overridden
+}
+
+// matches reports whether ev is a call the override names: a tool call of
+// that name, or a model call with that label or model.
+func (c *callOverride) matches(ev *trace.Event) bool {
+	_, label := callIdentity(ev)
+	return label == c.t.t.name || ev.Type == trace.LLMRequest && ev.Model == c.t.t.name
+}
+
+// answers reports whether ev, a child of a call c names, is its result
+// (not an error or another event the call's body recorded).
+func (c *callOverride) answers(ev *trace.Event) bool {
+	return ev.Type == trace.ToolResult || ev.Type == trace.LLMResponse
 }
 
 // run reads events, passing every kept event to keep, in order. The event
@@ -397,7 +422,7 @@ func (s *scan) check(cut Cut, targets []target) (keptMeta, error) {
 		return keptMeta{}, forkErr(ErrUnresolved, "step %d not found in trace", cut.step)
 	}
 	last := s.kept[len(s.kept)-1]
-	if err := resolveOverrides(targets, s.kept, last, s.beyondSteps, s.beyondIDs, s.maxStep); err != nil {
+	if err := resolveOverrides(targets, s.kept, last, s.beyondSteps, s.beyondIDs, s.maxStep, s.callProblems); err != nil {
 		return last, err
 	}
 	if err := checkStructure(s.kept, last); err != nil {
@@ -493,13 +518,18 @@ func forkSource(src *source, cut Cut, cfg *traceConfig, sc *scan, keep bool) (*m
 
 	byID := map[string]target{}
 	byStep := map[int]target{}
+	var calls []*callOverride
 	for _, t := range targets {
-		if t.t.kind == targetStep {
+		switch t.t.kind {
+		case targetStep:
 			byStep[t.t.step] = t
-		} else {
+		case targetEvent:
 			byID[t.t.id] = t
+		default:
+			calls = append(calls, &callOverride{t: t})
 		}
 	}
+	awaiting := map[string]*callOverride{} // call event id → the override of its result
 	var (
 		events       []trace.Event
 		applied      []appliedOverride
@@ -521,9 +551,28 @@ func forkSource(src *source, cut Cut, cfg *traceConfig, sc *scan, keep bool) (*m
 		// without error (resolveOverrides): its id's, or else its step's
 		// if it is the first event of that step.
 		// (Steps do not decrease in a trace that passes checkStructure.)
+		if ev.Type == trace.ToolCall || ev.Type == trace.LLMRequest {
+			for _, c := range calls {
+				if c.matches(ev) {
+					c.seen++
+					if c.t.t.occ == 0 || c.seen == c.t.t.occ {
+						awaiting[ev.ID] = c
+					}
+				}
+			}
+		}
 		t, ok := byID[ev.ID]
 		if !ok && (index == 0 || ev.Step != prevStep) {
 			t, ok = byStep[ev.Step]
+		}
+		// A call's override takes the result that answers it (by its parent
+		// link), unless an event-id or step override took that event.
+		if c := awaiting[ev.ParentID]; c != nil && ev.ParentID != "" && c.answers(ev) {
+			delete(awaiting, ev.ParentID)
+			c.hits++ // taken by this override, or by an id or step override that beats it
+			if !ok {
+				t, ok = c.t, true
+			}
 		}
 		prevStep = ev.Step
 		ok = ok && (ev.Type == trace.ToolResult || ev.Type == trace.LLMResponse)
@@ -573,6 +622,16 @@ func forkSource(src *source, cut Cut, cfg *traceConfig, sc *scan, keep bool) (*m
 	}
 	if err := sc.run(src.events, cut, targets, write); err != nil {
 		return nil, err
+	}
+	for _, c := range calls {
+		if c.hits > 0 {
+			continue
+		}
+		if c.seen < c.t.t.occ || c.seen == 0 {
+			sc.callProblems = append(sc.callProblems, fmt.Sprintf("override targets %s, but the fork keeps %d such call(s)", c.t.t, c.seen))
+		} else {
+			sc.callProblems = append(sc.callProblems, fmt.Sprintf("override targets %s, but the fork does not keep its result", c.t.t))
+		}
 	}
 	last, err := sc.check(cut, targets)
 	if err != nil {
@@ -667,6 +726,7 @@ func checkOverrides(overrides []override) ([]target, error) {
 	targets := make([]target, 0, len(overrides))
 	steps := map[int]bool{}
 	ids := map[string]bool{}
+	calls := map[Target]bool{}
 	var problems []string
 	for _, o := range overrides {
 		switch o.target.kind {
@@ -681,8 +741,17 @@ func checkOverrides(overrides []override) ([]target, error) {
 			}
 			ids[o.target.id] = true
 		default:
-			problems = append(problems, fmt.Sprintf("override of %s: a static fork overrides a recorded event, addressed with fork.OnStep or fork.OnEvent (fork.OnCall addresses the calls of a counterfactual tail)", o.target))
-			continue
+			switch {
+			case o.target.name == "":
+				problems = append(problems, fmt.Sprintf("override of %s: the target names no call; give fork.OnCall a tool name or a model label", o.target))
+				continue
+			case o.target.occ < 0:
+				problems = append(problems, fmt.Sprintf("override of %s: occurrences are 1-based (0 for every call)", o.target))
+				continue
+			case calls[o.target]:
+				return nil, forkErr(ErrConflict, "duplicate override for %s", o.target)
+			}
+			calls[o.target] = true
 		}
 		v, ok := o.output.(trace.Value)
 		if !ok {
@@ -710,9 +779,10 @@ func checkOverrides(overrides []override) ([]target, error) {
 func unresolved(targets []target, kept []keptMeta) (map[int]bool, map[string]bool) {
 	steps, ids := map[int]bool{}, map[string]bool{}
 	for _, t := range targets {
-		if t.t.kind == targetStep {
+		switch t.t.kind {
+		case targetStep:
 			steps[t.t.step] = true
-		} else {
+		case targetEvent:
 			ids[t.t.id] = true
 		}
 	}
@@ -755,7 +825,7 @@ type appliedOverride struct {
 // resolveOverrides checks that every override names a kept, overridable
 // event, or explains why it does not: every problem is reported, in the
 // order of the overrides.
-func resolveOverrides(targets []target, kept []keptMeta, last keptMeta, beyondSteps map[int]bool, beyondIDs map[string]seenEvent, maxStep int) error {
+func resolveOverrides(targets []target, kept []keptMeta, last keptMeta, beyondSteps map[int]bool, beyondIDs map[string]seenEvent, maxStep int, callProblems []string) error {
 	if len(targets) == 0 {
 		return nil
 	}
@@ -823,6 +893,9 @@ func resolveOverrides(targets []target, kept []keptMeta, last keptMeta, beyondSt
 		default:
 			problems = append(problems, fmt.Sprintf("override targets step %d, but no event of the trace has that step", s))
 		}
+	}
+	for _, p := range callProblems {
+		problems = append(problems, p+" ("+forkEnd+")")
 	}
 	if len(problems) > 0 {
 		return forkErr(ErrInvalidChange, "invalid overrides: %s", strings.Join(problems, "; "))

@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/stepfork/stepfork/replay"
 	"github.com/stepfork/stepfork/trace"
 )
@@ -345,8 +348,14 @@ func TestOverrideErrors(t *testing.T) {
 			"invalid overrides: override targets event evt_008 (step 7, llm_response) but the fork ends at step 2 (fork point event evt_003); fork at step 7 or later, or drop the override", ErrInvalidChange},
 		{"negative step", ThroughStep(5), []TraceOption{Override(OnStep(-2), 1)},
 			"invalid overrides: override targets step -2; steps start at 0", ErrInvalidChange},
-		{"a call target", ThroughStep(5), []TraceOption{Override(OnCall("search", 1), 1)},
-			"invalid overrides: override of 'search' call 1: a static fork overrides a recorded event, addressed with fork.OnStep or fork.OnEvent (fork.OnCall addresses the calls of a counterfactual tail)", ErrInvalidChange},
+		{"a call the fork does not keep", ThroughStep(5), []TraceOption{Override(OnCall("quote", 2), 1)},
+			"invalid overrides: override targets 'quote' call 2, but the fork keeps 1 such call(s) (the fork ends at step 5 (fork point event evt_006))", ErrInvalidChange},
+		{"a call never made", ThroughStep(5), []TraceOption{Override(OnCall("nope", 0), 1)},
+			"invalid overrides: override targets every 'nope' call, but the fork keeps 0 such call(s) (the fork ends at step 5 (fork point event evt_006))", ErrInvalidChange},
+		{"a call whose result is cut", ThroughStep(4), []TraceOption{Override(OnCall("quote", 1), 1)},
+			"invalid overrides: override targets 'quote' call 1, but the fork does not keep its result (the fork ends at step 4 (fork point event evt_005))", ErrInvalidChange},
+		{"duplicate call", ThroughStep(5), []TraceOption{Override(OnCall("quote", 1), 1), Override(OnCall("quote", 1), 2)},
+			"duplicate override for 'quote' call 1", ErrConflict},
 		{"absent output", ThroughStep(5), []TraceOption{Override(OnStep(5), trace.Value{})},
 			"invalid overrides: override of step 5 has no output (an absent trace.Value); use trace.NullValue for null", ErrInvalidChange},
 		{"every problem reported", ThroughStep(5), []TraceOption{Override(OnStep(1), 1), Override(OnStep(999), 1), Override(OnEvent("evt_x"), 1)},
@@ -829,4 +838,32 @@ func TestRunIDMustBeNew(t *testing.T) {
 			t.Errorf("RunID %s: %v; want it refused", id, err)
 		}
 	}
+}
+
+// TestOverrideOnCall: an OnCall override replaces the result that answers
+// the call (every kept call of the name for occurrence 0), exactly as the
+// override of that result's step does; a step override of the same event
+// beats it.
+func TestOverrideOnCall(t *testing.T) {
+	t.Parallel()
+	tr := tenSteps(t)
+	out := map[string]any{"status": "ok", "value": 120}
+	byStep, _, err := forkMem(tr, ThroughStep(9), testOpts{Overrides: []TraceOption{Override(OnStep(5), out)}, RunID: "run_f", Now: fixedNow})
+	require.NoError(t, err)
+	for _, target := range []Target{OnCall("quote", 1), OnCall("quote", 0)} {
+		byCall, info, err := forkMem(tr, ThroughStep(9), testOpts{Overrides: []TraceOption{Override(target, out)}, RunID: "run_f", Now: fixedNow})
+		require.NoError(t, err, target.String())
+		assert.Equal(t, byStep.Events, byCall.Events, target.String())
+		require.Len(t, info.Overrides, 1)
+		assert.Equal(t, target.String(), info.Overrides[0].Target)
+		assert.Equal(t, 5, info.Overrides[0].Step)
+	}
+	model, info, err := forkMem(tr, ThroughStep(9), testOpts{Overrides: []TraceOption{Override(OnCall("gpt-test", 1), map[string]any{"text": "a quote"})}})
+	require.NoError(t, err)
+	assert.Equal(t, trace.MustParse(`{"text":"a quote"}`), model.Events[7].Output)
+	assert.Equal(t, 1, info.OverridesApplied)
+	both, info, err := forkMem(tr, ThroughStep(9), testOpts{Overrides: []TraceOption{Override(OnCall("quote", 1), 1), Override(OnStep(5), 2)}})
+	require.NoError(t, err)
+	assert.Equal(t, trace.IntValue(2), both.Events[5].Output, "the step override beats the call override")
+	assert.Equal(t, 1, info.OverridesApplied)
 }
