@@ -132,11 +132,11 @@ func DiffPage(base, variant *trace.Trace) *Page {
 func (p *Page) Render(w io.Writer) error {
 	redactAll(p)
 	p.derive()
-	data, payloads, err := p.data()
+	head, rest, payloads, err := p.data()
 	if err != nil {
 		return err
 	}
-	return pageTemplate.Execute(w, &pageData{Page: p, Data: template.JS(data), Payloads: template.JS(payloads), CSS: css, JS: js})
+	return pageTemplate.Execute(w, &pageData{Page: p, Data: template.JS(head), Rest: template.JS(rest), Payloads: template.JS(payloads), CSS: css, JS: js})
 }
 
 // derive computes what the page shows from values, once they are
@@ -203,23 +203,34 @@ func writeAtomic(path string, data []byte) error {
 	return nil
 }
 
-// data is what the page's script reads: the rows of every timeline and the
-// steps of the diff (without payloads), and separately the payloads, which
-// are parsed only when something is selected.
-func (p *Page) data() (data, payloads []byte, err error) {
+// headRows is how many rows of each timeline and steps of a diff come
+// before the page's script, so that the first screen is drawn as soon as the
+// browser has read that far; the rest follow the script and are added when
+// the whole document has been read.
+const headRows = 200
+
+// data is what the page's script reads: the first rows of every timeline
+// and steps of the diff (head), the rest of them (rest), both without
+// payloads, and the payloads, parsed only when something is selected.
+func (p *Page) data() (head, rest, payloads []byte, err error) {
 	type runData struct {
 		Rows     []*item `json:"rows"`
+		Count    int     `json:"count"`
 		ForkStep int     `json:"forkStep"`
 	}
 	type diffData struct {
 		Steps    []*diffStep `json:"steps"`
+		Count    int         `json:"count"`
 		DivIndex int         `json:"div"`
 	}
 	var d struct {
-		Kind     string    `json:"kind"`
-		Runs     []runData `json:"runs"`
-		Diff     *diffData `json:"diff,omitempty"`
-		Embedded []string  `json:"embedded,omitempty"`
+		Kind string    `json:"kind"`
+		Runs []runData `json:"runs"`
+		Diff *diffData `json:"diff,omitempty"`
+	}
+	var r struct {
+		Runs [][]*item  `json:"runs"`
+		Diff []*diffStep `json:"diff"`
 	}
 	var pl struct {
 		Runs [][][2]trace.Value `json:"runs"`
@@ -227,31 +238,41 @@ func (p *Page) data() (data, payloads []byte, err error) {
 	}
 	d.Kind = p.Kind
 	d.Runs = []runData{}
+	r.Runs = [][]*item{}
+	r.Diff = []*diffStep{}
 	pl.Runs = [][][2]trace.Value{}
 	for _, rs := range p.Runs {
-		d.Runs = append(d.Runs, runData{Rows: rs.Timeline.Rows, ForkStep: rs.ForkStep})
-		rp := make([][2]trace.Value, len(rs.Timeline.Rows))
-		for i, it := range rs.Timeline.Rows {
+		rows := rs.Timeline.Rows
+		n := min(len(rows), headRows)
+		d.Runs = append(d.Runs, runData{Rows: rows[:n], Count: len(rows), ForkStep: rs.ForkStep})
+		r.Runs = append(r.Runs, rows[n:])
+		rp := make([][2]trace.Value, len(rows))
+		for i, it := range rows {
 			rp[i] = [2]trace.Value{it.Input, it.Output}
 		}
 		pl.Runs = append(pl.Runs, rp)
 	}
 	if p.Diff != nil {
-		d.Diff = &diffData{Steps: p.Diff.Steps, DivIndex: p.Diff.DivIndex}
-		pl.Diff = make([][2]trace.Value, len(p.Diff.Steps))
-		for i, st := range p.Diff.Steps {
+		steps := p.Diff.Steps
+		n := min(len(steps), headRows)
+		d.Diff = &diffData{Steps: steps[:n], Count: len(steps), DivIndex: p.Diff.DivIndex}
+		r.Diff = steps[n:]
+		pl.Diff = make([][2]trace.Value, len(steps))
+		for i, st := range steps {
 			pl.Diff[i] = [2]trace.Value{st.BasePayload, st.VariantPayload}
 		}
 	}
 	// encoding/json escapes <, > and & in strings, so the data cannot end the
 	// script element it is embedded in.
-	if data, err = json.Marshal(&d); err != nil {
-		return nil, nil, fmt.Errorf("view: %w", err)
+	for _, x := range []struct {
+		dst *[]byte
+		v   any
+	}{{&head, &d}, {&rest, &r}, {&payloads, &pl}} {
+		if *x.dst, err = json.Marshal(x.v); err != nil {
+			return nil, nil, nil, fmt.Errorf("view: %w", err)
+		}
 	}
-	if payloads, err = json.Marshal(&pl); err != nil {
-		return nil, nil, fmt.Errorf("view: %w", err)
-	}
-	return data, payloads, nil
+	return head, rest, payloads, nil
 }
 
 // diffSection is the comparison of two runs.

@@ -31,7 +31,8 @@ func mustRead(name string) string {
 // pageData is what the template renders.
 type pageData struct {
 	*Page
-	Data     template.JS // rows and steps, JSON
+	Data     template.JS // the first rows and steps, JSON
+	Rest     template.JS // the other rows and steps, JSON
 	Payloads template.JS // payloads, JSON, parsed on first selection
 	CSS      template.CSS
 	JS       template.JS

@@ -8,10 +8,23 @@
   var data = JSON.parse(doc.getElementById('sf-data').textContent);
   var payloads = null;
   function pay() {
-    if (!payloads) payloads = JSON.parse(doc.getElementById('sf-payloads').textContent);
+    var e = doc.getElementById('sf-payloads');
+    if (!e) return { runs: [], diff: [] }; // still being read
+    if (!payloads) payloads = JSON.parse(e.textContent);
     return payloads;
   }
   var ROW = 30;
+  // The rows after the first screen follow this script in the document;
+  // they are added once the whole document has been read.
+  var whenRest = [];
+  function onRest(fn) { whenRest.push(fn); }
+  doc.addEventListener('DOMContentLoaded', function () {
+    var rest = JSON.parse(doc.getElementById('sf-rest').textContent);
+    rest.runs.forEach(function (rows, ri) { var into = data.runs[ri].rows; for (var i = 0; i < rows.length; i++) into.push(rows[i]); });
+    if (data.diff) { var into = data.diff.steps; for (var i = 0; i < rest.diff.length; i++) into.push(rest.diff[i]); }
+    whenRest.forEach(function (fn) { fn(); });
+    doc.documentElement.classList.add('sf-complete');
+  });
   var detail = doc.getElementById('detail');
   var lists = [];
 
@@ -209,7 +222,9 @@
   function runList(host, ri) {
     var run = data.runs[ri], rows = run.rows, forkStep = run.forkStep;
     var collapsed = {};
-    host.appendChild(el('p', 'muted legend', rows.length + ' rows' + (forkStep >= 0 ? ' · blue: served from the recording, orange: the live tail' : '') + ' · select a row for its payload'));
+    function legendText() { return run.count + ' rows' + (forkStep >= 0 ? ' · blue: served from the recording, orange: the live tail' : '') + ' · select a row for its payload'; }
+    var legend = el('p', 'muted legend', legendText());
+    host.appendChild(legend);
     var list;
     function positions() {
       var pos = [], skipDepth = -1;
@@ -279,7 +294,7 @@
         ids.appendChild(el('h4', '', 'events'));
         r.ids.forEach(function (id, i) { ids.appendChild(el('code', '', 'step ' + r.sts[i] + ' · ' + id)); });
         box.appendChild(ids);
-        var pl = pay().runs[ri][idx];
+        var pl = (pay().runs[ri] || [])[idx] || [null, null];
         if (pl[0] !== null && pl[0] !== undefined) box.appendChild(jtree(r.k === 'state' ? 'before' : 'input', pl[0]));
         if (pl[1] !== null && pl[1] !== undefined) box.appendChild(jtree(r.k === 'state' ? 'after' : 'output', pl[1]));
       });
@@ -298,6 +313,7 @@
     }
     list = VList(host, { label: 'timeline', render: render, show: show, toggle: toggle });
     list.reset(positions());
+    if (run.count > rows.length) onRest(function () { legend.textContent = legendText(); list.reset(positions()); });
     list.rowOf = function (row) {
       for (var i = 0; i < list.pos.length; i++) if (list.pos[i].row === row) return i;
       return -1;
@@ -309,7 +325,7 @@
   var MARK = { added: '+', removed: '−', changed: '~', unchanged: '=' };
   function diffList(host) {
     var steps = data.diff.steps, div = data.diff.div;
-    host.appendChild(el('p', 'muted legend', steps.length + ' aligned steps · base on the left, variant on the right' + (div >= 0 ? ' · press d for the first divergence' : '')));
+    host.appendChild(el('p', 'muted legend', data.diff.count + ' aligned steps · base on the left, variant on the right' + (div >= 0 ? ' · press d for the first divergence' : '')));
     function half(s) {
       var h = el('span', 'half');
       if (!s) { h.appendChild(el('span', 'absent', '—')); return h; }
@@ -345,15 +361,19 @@
         }
         facts(box, [sideFacts('base', s.b), sideFacts('variant', s.v)]);
         if (s.ch) box.appendChild(changesTable(s.ch));
-        var pl = pay().diff[p.row];
+        var pl = (pay().diff || [])[p.row] || [null, null];
         if (pl[0] !== null && pl[0] !== undefined) box.appendChild(jtree('base', pl[0]));
         if (pl[1] !== null && pl[1] !== undefined) box.appendChild(jtree('variant', pl[1]));
       });
     }
     var list = VList(host, { label: 'aligned steps', render: render, show: show, divergence: div });
-    var pos = [];
-    for (var i = 0; i < steps.length; i++) pos.push({ row: i });
-    list.reset(pos);
+    function positions() {
+      var pos = [];
+      for (var i = 0; i < steps.length; i++) pos.push({ row: i });
+      return pos;
+    }
+    list.reset(positions());
+    if (data.diff.count > steps.length) onRest(function () { list.reset(positions()); });
     list.rowOf = function (row) { return row; };
     return list;
   }
@@ -406,6 +426,8 @@
   // not in the page's data); JavaScript only shows them.
   doc.querySelectorAll('.embedded .static').forEach(function (s) { s.classList.remove('static'); });
   doc.querySelectorAll('table.sortable').forEach(sortable);
+  if (performance.mark) performance.mark('sf-first-rows');
+  onRest(function () { if (performance.mark) performance.mark('sf-all-rows'); });
   function follow() {
     var id = decodeURIComponent(location.hash.slice(1));
     if (!id) return;
@@ -416,6 +438,7 @@
   }
   window.addEventListener('hashchange', follow);
   follow();
+  onRest(follow);
   doc.addEventListener('keydown', function (ev) { if (ev.key === 'Escape') closeDetail(); });
   window.stepforkView = { lists: lists, diff: diffListRef }; // for tests and the console
 })();
