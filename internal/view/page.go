@@ -229,7 +229,7 @@ func (p *Page) data() (head, rest, payloads []byte, err error) {
 		Diff *diffData `json:"diff,omitempty"`
 	}
 	var r struct {
-		Runs [][]*item  `json:"runs"`
+		Runs [][]*item   `json:"runs"`
 		Diff []*diffStep `json:"diff"`
 	}
 	var pl struct {
