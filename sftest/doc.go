@@ -29,6 +29,12 @@
 //     named after each point that does not reproduce the run; Minimize
 //     finds the shortest prefix of a failed run that still reproduces its
 //     failure, for committing as a small regression trace.
+//   - [Corpus] runs a whole directory of recorded runs (one subtest per
+//     bundle: a frozen replay, or a check of the caller's such as a fork
+//     with a candidate fix) and summarises what replayed, diverged or was
+//     repaired; under Bazel's sharding variables Corpus and [Sweep] run
+//     only their shard's share, and -stepfork.results writes the outcomes
+//     for stepfork report to merge.
 //
 // # Flags
 //
