@@ -119,7 +119,7 @@ func (o *exportOptions) run(e *env, path string) int {
 			e.stdout.Write(data)
 			return exitOK
 		}
-		if code, msg := writeOutput(o.output, data, o.overwrite); code != exitOK {
+		if code, msg := writeOutput("Export", o.output, data, o.overwrite); code != exitOK {
 			return fail(code, msg)
 		}
 		return o.report(e, "otlp", tr, "", "")
@@ -135,7 +135,7 @@ func (o *exportOptions) run(e *env, path string) int {
 	if err != nil {
 		return fail(exitInput, "Unable to generate the test.", err.Error())
 	}
-	if code, msg := writeOutput(dest, src, o.overwrite); code != exitOK {
+	if code, msg := writeOutput("Export", dest, src, o.overwrite); code != exitOK {
 		return fail(code, msg)
 	}
 	o.output = dest
@@ -165,11 +165,11 @@ func (o *exportOptions) report(e *env, kind string, tr *trace.Trace, testName, a
 // writeOutput writes data to dest through a temporary sibling renamed into
 // place, refusing to replace an existing file without overwrite and never
 // replacing a directory.
-func writeOutput(dest string, data []byte, overwrite bool) (int, string) {
+func writeOutput(what, dest string, data []byte, overwrite bool) (int, string) {
 	data = redactBytes(data) // the last pass, as for what is printed
 	if fi, err := os.Stat(dest); err == nil {
 		if fi.IsDir() {
-			return exitDifferent, fmt.Sprintf("Export failed: %s is a directory, not a file", dest)
+			return exitDifferent, fmt.Sprintf("%s failed: %s is a directory, not a file", what, dest)
 		}
 		if !overwrite {
 			return exitDifferent, fmt.Sprintf("%s already exists; pass --overwrite to replace it.", dest)
@@ -177,21 +177,21 @@ func writeOutput(dest string, data []byte, overwrite bool) (int, string) {
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(dest), "."+filepath.Base(dest)+".tmp-*")
 	if err != nil {
-		return exitDifferent, "Export failed: " + err.Error()
+		return exitDifferent, what + " failed: " + err.Error()
 	}
 	_, werr := tmp.Write(data)
 	cerr := tmp.Close()
 	if err := errors.Join(werr, cerr); err != nil {
 		os.Remove(tmp.Name())
-		return exitDifferent, "Export failed: " + err.Error()
+		return exitDifferent, what + " failed: " + err.Error()
 	}
 	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
 		os.Remove(tmp.Name())
-		return exitDifferent, "Export failed: " + err.Error()
+		return exitDifferent, what + " failed: " + err.Error()
 	}
 	if err := os.Rename(tmp.Name(), dest); err != nil {
 		os.Remove(tmp.Name())
-		return exitDifferent, "Export failed: " + err.Error()
+		return exitDifferent, what + " failed: " + err.Error()
 	}
 	return exitOK, ""
 }

@@ -7,13 +7,14 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/stepfork/stepfork/internal/corpus"
 )
 
 var reportCmd = &command{
 	name:    "report",
-	args:    "RESULTS... [--corpus DIR] [--json]",
+	args:    "RESULTS... [--corpus DIR] [--json] [--html FILE]",
 	summary: "merge the results of corpus shards into one summary",
 	description: `
 Report merges the results that sftest.Corpus writes with
@@ -29,6 +30,10 @@ report checks that every shard reported once and every bundle ran in one
 shard, and says which is missing otherwise. The merge of the shards of a run
 prints exactly what the same run unsharded prints.
 
+With --html FILE, report also writes the summary as one self-contained HTML
+page (no script, nothing fetched from elsewhere), redacted like everything
+it prints.
+
 With --corpus DIR, report also lists the bundles under DIR that no test used
 (no corpus ran them, no sftest.Load or sftest.Record loaded them), for
 pruning a corpus.
@@ -40,13 +45,14 @@ incomplete results.`,
 		o := &reportOptions{}
 		fs.StringVar(&o.corpus, "corpus", "", "also list the bundles under `DIR` that no test used")
 		fs.BoolVar(&o.json, "json", false, "print the merged report as JSON")
+		fs.StringVar(&o.html, "html", "", "also write the report as one self-contained HTML page to `FILE`")
 		return func(e *env, args []string) int { return o.run(e, args) }
 	},
 }
 
 type reportOptions struct {
-	corpus string
-	json   bool
+	corpus, html string
+	json         bool
 }
 
 func (o *reportOptions) run(e *env, args []string) int {
@@ -125,6 +131,21 @@ func (o *reportOptions) run(e *env, args []string) int {
 					e.printf("  %s\n", redact(u))
 				}
 			}
+		}
+	}
+	if o.html != "" {
+		problem := ""
+		if mergeErr != nil {
+			problem = mergeErr.Error()
+		}
+		var page strings.Builder
+		if err := rep.HTML(&page, problem, unused, redact); err != nil {
+			fmt.Fprintf(e.stderr, "stepfork report: --html: %v\n", err)
+			return exitInput
+		}
+		if code, msg := writeOutput("Writing the page", o.html, []byte(page.String()), true); code != exitOK {
+			fmt.Fprintf(e.stderr, "stepfork report: %s\n", msg)
+			return exitInput
 		}
 	}
 	if mergeErr != nil {

@@ -88,6 +88,21 @@ func TestReport(t *testing.T) {
 		t.Errorf("--corpus does not list the unused bundle:\n%s", u.stdout)
 	}
 
+	page := filepath.Join(t.TempDir(), "report.html")
+	h := stepfork(t, "", nil, "report", sharded, "--corpus", bundles, "--html", page)
+	html, err := os.ReadFile(page)
+	if h.code != exitDifferent || err != nil {
+		t.Fatalf("--html: exit %d, %v\n%s", h.code, err, h.stderr)
+	}
+	for _, want := range []string{"<h2>TestCorpus — 20 bundle(s), 19 passed, 1 failed (4 shards)</h2>", "<td>run-07</td><td class=\"FAIL\">FAIL</td><td>diverged</td>", "stale.sftrace"} {
+		if !strings.Contains(string(html), want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+	if strings.Contains(string(html), "ghp_") || strings.Contains(string(html), "<script src") || strings.Contains(string(html), "http") {
+		t.Errorf("the page holds a token or fetches something:\n%s", html)
+	}
+
 	j := stepfork(t, "", nil, "report", "--json", sharded)
 	if !strings.HasPrefix(j.stdout, `{"corpora":[{"name":"TestCorpus","shards":4,"entries":[`) || strings.Contains(j.stdout, "ghp_") {
 		t.Errorf("--json output:\n%s", j.stdout)

@@ -45,6 +45,9 @@ const (
 	NotRun        Outcome = "not run"       // the subtest stopped before an outcome
 )
 
+// outcomeOrder is the order in which reports list the outcomes.
+var outcomeOrder = []Outcome{Replayed, Unchanged, Checked, Recorded, Repaired, Changed, StillFailing, Diverged, FailedOutcome, Unloadable, NotRun}
+
 // Record is one line of a results file.
 type Record struct {
 	Kind string `json:"kind"` // "shard", "entry" or "used"
@@ -251,7 +254,7 @@ func (r *Report) Text() string {
 			}
 		}
 		fmt.Fprintf(&b, "corpus %s: %d bundle(s), %d passed, %d failed\n", c.Name, len(c.Entries), passed, len(c.Entries)-passed)
-		for _, o := range []Outcome{Replayed, Unchanged, Checked, Recorded, Repaired, Changed, StillFailing, Diverged, FailedOutcome, Unloadable, NotRun} {
+		for _, o := range outcomeOrder {
 			if n := counts[o]; n > 0 {
 				fmt.Fprintf(&b, "  %-14s %d\n", o, n)
 			}

@@ -1,0 +1,93 @@
+package corpus
+
+import (
+	"html/template"
+	"io"
+)
+
+// pageTmpl is the self-contained page of a merged report: no script, no
+// style sheet or font from elsewhere, readable from file://.
+var pageTmpl = template.Must(template.New("report").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>stepfork corpus report</title>
+<style>
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2rem;color:#1d2330;background:#fbfbfd}
+h1{font-size:1.3rem}h2{font-size:1.1rem;margin-top:2rem}
+table{border-collapse:collapse;width:100%;background:#fff}
+th,td{border-bottom:1px solid #e3e6ee;padding:.35rem .6rem;text-align:left;vertical-align:top}
+th{background:#f1f3f8;font-weight:600}
+.counts span{display:inline-block;margin:0 .8rem .4rem 0;padding:.15rem .55rem;border-radius:1rem;background:#eef1f7}
+.FAIL{color:#b42318;font-weight:600}.ok{color:#067647}
+td.div{font-family:ui-monospace,Menlo,monospace;font-size:12px;word-break:break-word}
+.problem{border:1px solid #f2b8b5;background:#fef3f2;padding:.6rem .9rem;border-radius:.4rem;white-space:pre-wrap}
+</style></head><body>
+<h1>stepfork corpus report</h1>
+{{if .Problem}}<p class="problem">{{.Problem}}</p>{{end}}
+{{range .Corpora}}<section>
+<h2>{{.Name}} — {{.Count}} bundle(s), {{.Passed}} passed, {{.Failed}} failed{{if gt .Shards 1}} ({{.Shards}} shards){{end}}</h2>
+<p class="counts">{{range .Outcomes}}<span>{{.Name}}: {{.N}}</span>{{end}}{{if .Cost}}<span>incurred ${{printf "%.4f" .Cost}}</span>{{end}}</p>
+<table><thead><tr><th>bundle</th><th>result</th><th>outcome</th><th>base → variant</th><th>incurred</th><th>first divergence</th></tr></thead><tbody>
+{{range .Entries}}<tr><td>{{.Name}}</td><td class="{{.Mark}}">{{.Mark}}</td><td>{{.Outcome}}</td><td>{{.BaseStatus}}{{if .Status}} → {{.Status}}{{end}}</td><td>{{if .Cost}}${{printf "%.4f" .Cost}}{{end}}</td><td class="div">{{.Divergence}}</td></tr>
+{{end}}</tbody></table></section>
+{{end}}{{if .Unused}}<section><h2>{{len .Unused}} bundle(s) no test used</h2><ul>{{range .Unused}}<li>{{.}}</li>{{end}}</ul></section>{{end}}
+</body></html>
+`))
+
+type pageCorpus struct {
+	Name                  string
+	Count, Passed, Failed int
+	Shards                int
+	Cost                  float64
+	Outcomes              []struct {
+		Name Outcome
+		N    int
+	}
+	Entries []pageEntry
+}
+
+type pageEntry struct {
+	Record
+	Mark string
+}
+
+// HTML writes the report as one self-contained page: per corpus the counts
+// by outcome and one row per bundle, with problem (a merge error) and unused
+// (bundles no test used) when given. clean is applied to every text shown
+// (the caller's redaction), before it is escaped.
+func (r *Report) HTML(w io.Writer, problem string, unused []string, clean func(string) string) error {
+	data := struct {
+		Problem string
+		Corpora []pageCorpus
+		Unused  []string
+	}{Problem: clean(problem)}
+	for _, u := range unused {
+		data.Unused = append(data.Unused, clean(u))
+	}
+	for _, c := range r.Corpora {
+		pc := pageCorpus{Name: clean(c.Name), Count: len(c.Entries), Shards: c.Total}
+		counts := map[Outcome]int{}
+		for _, e := range c.Entries {
+			counts[e.Outcome]++
+			pc.Cost += e.Cost
+			mark := "FAIL"
+			if e.Passed {
+				pc.Passed++
+				mark = "ok"
+			}
+			e.Name, e.Divergence, e.Path, e.Corpus = clean(e.Name), clean(e.Divergence), "", ""
+			pc.Entries = append(pc.Entries, pageEntry{Record: e, Mark: mark})
+		}
+		pc.Failed = pc.Count - pc.Passed
+		for _, o := range outcomeOrder {
+			if n := counts[o]; n > 0 {
+				pc.Outcomes = append(pc.Outcomes, struct {
+					Name Outcome
+					N    int
+				}{o, n})
+			}
+		}
+		data.Corpora = append(data.Corpora, pc)
+	}
+	return pageTmpl.Execute(w, data)
+}
