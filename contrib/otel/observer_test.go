@@ -279,3 +279,53 @@ func TestErrorsRedacted(t *testing.T) {
 		}
 	}
 }
+
+// A frozen replay is traced as kind replay: its run span and nothing else,
+// since no call executes, and its calls are counted as served.
+func TestFrozenReplayIsReplayKind(t *testing.T) {
+	t.Parallel()
+	var requests atomic.Int32
+	srv := fakeOpenAI(t, &requests)
+	agent := tripAgent(srv.URL)
+	spans := tracetest.NewInMemoryExporter()
+	reader := sdkmetric.NewManualReader()
+	obs, err := sfotel.New(sfotel.WithTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))),
+		sfotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := replay.Record(context.Background(), "trip", "Pokhara", agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := replay.Replay(obs.Context(context.Background()), rec.Trace, agent); err != nil {
+		t.Fatal(err)
+	}
+	got := spans.GetSpans()
+	if len(got) != 1 || got[0].Name != "invoke_agent trip" || attrs(got[0].Attributes)["stepfork.run.kind"] != sfotel.KindReplay ||
+		attrs(got[0].Attributes)["stepfork.base_run.id"] != rec.Trace.RunID {
+		t.Errorf("frozen replay spans %s %v", spanNames(got), got)
+	}
+	if requests.Load() != 1 {
+		t.Errorf("%d requests, want the recording's 1", requests.Load())
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	served := int64(0)
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if s, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == "stepfork.calls" {
+				for _, dp := range s.DataPoints {
+					if o, _ := dp.Attributes.Value("stepfork.call.outcome"); o.Emit() == "served" {
+						served += dp.Value
+					}
+				}
+			}
+		}
+	}
+	if served != 3 {
+		t.Errorf("%d served calls counted, want 3", served)
+	}
+}
