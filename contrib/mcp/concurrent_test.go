@@ -12,7 +12,7 @@ import (
 )
 
 // Tool calls from several goroutines share one lazily opened connection,
-// and replay (concurrent matching) serves them without connecting.
+// and replay (concurrency is matched by default) serves them without connecting.
 func TestConcurrentCallsConnectOnce(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
@@ -49,7 +49,7 @@ func TestConcurrentCallsConnectOnce(t *testing.T) {
 	}
 	c = newClient()
 	defer c.Close()
-	if _, err := replay.Replay(context.Background(), rec.Trace, agent(c), replay.Concurrent()); err != nil {
+	if _, err := replay.Replay(context.Background(), rec.Trace, agent(c)); err != nil {
 		t.Fatal(err)
 	}
 	if w.starts.Load() != 1 || c.Connected() {
