@@ -3,6 +3,7 @@ module github.com/stepfork/stepfork/examples
 go 1.26.0
 
 require (
+	github.com/google/uuid v1.6.0
 	github.com/openai/openai-go/v3 v3.98.0
 	github.com/stepfork/stepfork v0.0.0
 )
@@ -11,7 +12,6 @@ require (
 	github.com/coder/websocket v1.8.15 // indirect
 	github.com/fatih/color v1.18.0 // indirect
 	github.com/google/go-cmp v0.7.0 // indirect
-	github.com/google/uuid v1.6.0 // indirect
 	github.com/hexops/autogold/v2 v2.3.0 // indirect
 	github.com/hexops/gotextdiff v1.0.3 // indirect
 	github.com/hexops/valast v1.4.4 // indirect
