@@ -8,8 +8,10 @@
 // exist, so a run of 100k events opens at once), rows are selectable with
 // the mouse and the keyboard, and a selected call shows its input and output
 // as a collapsible JSON tree with its event ids and steps. The rows are
-// embedded as JSON in a <script type="application/json"> block; payloads sit
-// in a second block that is parsed only when something is first selected.
+// embedded as JSON in <script type="application/json"> blocks: the first
+// screen of them before the script, so it is drawn before the browser has
+// read the rest of a large page, the others after it; payloads sit in a last
+// block that is parsed only when something is first selected.
 //
 // Every string and payload a page shows passes through trace's redaction
 // (trace.RedactString, trace.RedactValue) once, right before rendering,
