@@ -130,7 +130,10 @@ func goldenFile(t *testing.T, opts []autogold.Option) (file string, known bool) 
 // <uuid-1>), the same id always by the same placeholder; any RFC 3339 time
 // (whatever its number of fractional digits) by <time>, unnumbered, since two
 // times that happen to be equal are a coincidence, not an identity. Only
-// then is a long text cut, to its first 200 characters.
+// then is a long text cut: to its first 200 characters, or, for a changed
+// field, on both sides to the same window of 200 characters around the first
+// difference, so that a sentence appended to a long prompt shows as that
+// sentence rather than as two identical beginnings.
 func Render(v any) (string, error) {
 	r := newRenderer()
 	b := &r.b
@@ -425,10 +428,11 @@ func (r *renderer) text(s string) string {
 	return clip.Head(r.normalize(s), textLimit)
 }
 
-// pair is the canonical JSON of a changed value before and after,
-// normalized, then cut.
+// pair is the canonical JSON of a changed value before and after, redacted
+// and normalized, then cut on both sides to the same window around their
+// first difference (clip.Diff).
 func (r *renderer) pair(before, after trace.Value) (string, string) {
-	return clip.Head(r.absentOr(before), textLimit), clip.Head(r.absentOr(after), textLimit)
+	return clip.Diff(r.absentOr(before), r.absentOr(after), textLimit)
 }
 
 // absentOr is the canonical JSON of v redacted (trace.RedactValue: values

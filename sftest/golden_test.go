@@ -14,6 +14,8 @@ import (
 	"github.com/stepfork/stepfork/fork"
 	"github.com/stepfork/stepfork/replay"
 	"github.com/stepfork/stepfork/sftest"
+	"github.com/stepfork/stepfork/trace"
+	"github.com/stepfork/stepfork/trace/diff"
 )
 
 // stamped is a lookup result the way services return them: a fresh id, a
@@ -147,5 +149,28 @@ func TestRandomTimeWidths(t *testing.T) {
 	}
 	if len(widths) != 10 {
 		t.Errorf("fractional widths %v, want 0 to 9", widths)
+	}
+}
+
+// A long value that changed renders on both sides as the same window around
+// its first difference, after normalization: the appended sentence shows.
+func TestRenderWindowsLongChanges(t *testing.T) {
+	t.Parallel()
+	prompt := strings.Repeat("Refunds need a receipt (checked 2026-03-14T09:30:00.5Z). ", 6)
+	mk := func(system string) *trace.Trace {
+		b := trace.NewBuilder("windows")
+		b.RunStart(nil)
+		b.LLM("fake", "m", map[string]any{"system": system}, map[string]any{"content": "ok"})
+		b.RunEnd(trace.RunCompleted, "ok")
+		return b.MustTrace()
+	}
+	text, err := sftest.Render(diff.Runs(mk(prompt), mk(prompt+"Above the limit, ask for approval.")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	same := strings.Repeat("Refunds need a receipt (checked <time>). ", 4)
+	want := `      input.system: … ` + same + `" → … ` + same + `Above the limit, ask for approval."` + "\n"
+	if !strings.Contains(text, want) {
+		t.Errorf("rendering:\n%s\nwant it to contain:\n%s", text, want)
 	}
 }

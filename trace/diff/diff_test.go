@@ -629,6 +629,42 @@ func TestDiffExplain(t *testing.T) {
 	}
 }
 
+// A long value that changed is shown on both sides as the same window
+// around its first difference: a sentence appended to a long prompt is seen.
+func TestDiffExplainWindowsLongChanges(t *testing.T) {
+	t.Parallel()
+	prompt := strings.Repeat("Refunds need a receipt. ", 8)
+	for _, tc := range []struct {
+		name             string
+		before, after    string
+		expected, actual string
+	}{
+		{"appended", prompt, prompt + "Above the limit, ask for approval.",
+			`… need a receipt. Refunds need a receipt. Refunds need a receipt. "`,
+			`… need a receipt. Refunds need a receipt. Refunds need a receipt. Above the limit, ask for approval."`},
+		{"changed in the middle", prompt + "Reply in English. " + prompt, prompt + "Reply in French. " + prompt,
+			`…need a receipt. Reply in English. Refunds need a receipt. Refunds need a receipt. Refunds need a rec…`,
+			`…need a receipt. Reply in French. Refunds need a receipt. Refunds need a receipt. Refunds need a rece…`},
+		{"changed at the start", "Refunds" + prompt, "Returns" + prompt,
+			`"Refunds` + prompt[:92] + `…`, `"Returns` + prompt[:92] + `…`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			mk := func(tag, system string) *trace.Trace {
+				return build(t, tag, func(b *trace.Builder) {
+					b.LLM("fake", "m", map[string]any{"system": system}, map[string]any{"content": "ok"})
+					b.RunEnd(trace.RunCompleted, nil)
+				})
+			}
+			text := Runs(mk("a", tc.before), mk("b", tc.after)).Explain()
+			want := "              input.system\n                expected: " + tc.expected + "\n                actual:   " + tc.actual + "\n"
+			if !strings.Contains(text, want) {
+				t.Errorf("Explain:\n%s\nwant it to contain:\n%s", text, want)
+			}
+		})
+	}
+}
+
 func TestDiffExplainLongRunsStayShort(t *testing.T) {
 	t.Parallel()
 	mk := func(tag string, changed map[int]bool) *trace.Trace {

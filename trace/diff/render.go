@@ -6,6 +6,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/stepfork/stepfork/internal/clip"
 	"github.com/stepfork/stepfork/internal/fileform"
 	"github.com/stepfork/stepfork/trace"
 )
@@ -337,7 +338,7 @@ func pythonShort(v trace.Value) string {
 		return "(absent)"
 	}
 	r, _ := trace.RedactValue(v)
-	return truncateRunes(pythonDumps(r), 120)
+	return clip.Head(pythonDumps(r), 119)
 }
 
 // pythonDumps prints a canonical value with json.dumps' default separators
@@ -369,31 +370,15 @@ func pythonDumps(v trace.Value) string {
 	return string(out)
 }
 
-// truncateRunes cuts s to limit characters, the last being "…", when it is
-// longer than limit.
-func truncateRunes(s string, limit int) string {
-	if utf8.RuneCountInString(s) <= limit {
-		return s
-	}
-	n := 0
-	for i := range s {
-		if n == limit-1 {
-			return s[:i] + "…"
-		}
-		n++
-	}
-	return s
-}
-
 // ---- compact human rendering ----
 
 // Explain limits, so that a diff of long runs stays readable.
 const (
-	explainPathBefore = 4  // path tokens shown before the divergence
-	explainPathTokens = 12 // path tokens shown in all
-	explainSteps      = 10 // differing steps detailed
-	explainChanges    = 8  // field changes detailed per step
-	explainValue      = 100
+	explainPathBefore = 4   // path tokens shown before the divergence
+	explainPathTokens = 12  // path tokens shown in all
+	explainSteps      = 10  // differing steps detailed
+	explainChanges    = 8   // field changes detailed per step
+	explainValue      = 100 // characters of a changed value shown
 )
 
 // String returns Explain().
@@ -427,7 +412,10 @@ func (d *Result) String() string { return d.Explain() }
 // marked ~ when changed, - when only in the base, + when only in the
 // variant, base→variant when the type or label changed; long paths show a
 // window around the divergence. Then up to 10 differing steps with up to 8
-// field changes each (expected = base, actual = variant), the state deltas
+// field changes each (expected = base, actual = variant; a value longer
+// than 100 characters is cut on both sides to the same window around the
+// first character where the two differ, so a sentence appended to a long
+// prompt shows as the sentence, not as two identical beginnings), the state deltas
 // (~ changed, + added, - removed, with the size change), and the token and
 // cost deltas when either run used any.
 func (d *Result) Explain() string {
@@ -569,9 +557,10 @@ func writeExplainStep(b *strings.Builder, s *Step) {
 			break
 		}
 		c := &s.Changes[i]
+		expected, actual := clip.Diff(explainValueText(c.Expected), explainValueText(c.Actual), explainValue)
 		fmt.Fprintf(b, "              %s\n", c.Path)
-		fmt.Fprintf(b, "                expected: %s\n", explainValueText(c.Expected))
-		fmt.Fprintf(b, "                actual:   %s\n", explainValueText(c.Actual))
+		fmt.Fprintf(b, "                expected: %s\n", expected)
+		fmt.Fprintf(b, "                actual:   %s\n", actual)
 	}
 }
 
@@ -579,5 +568,5 @@ func explainValueText(v trace.Value) string {
 	if v.IsAbsent() {
 		return "(absent)"
 	}
-	return truncateRunes(v.Canonical(), explainValue)
+	return v.Canonical()
 }
