@@ -19,7 +19,9 @@ Inspect loads a trace bundle (without validating it), verifies its integrity
 for display, and prints the manifest and the event timeline. Runtime markers
 (named phases, decisions, parameters) are shown as what they are.
 
---errors-only keeps events with status error or type error; --step N keeps the
+A node that exited with an error shows status error (its event, a state
+change, is recorded ok). --errors-only keeps events with status error or type
+error and the exits of nodes that failed; --step N keeps the
 events at step N (no event there exits 1). --json prints stepfork's
 TraceInspection object on one line. An unreadable trace exits 2.`,
 	minArgs: 1, maxArgs: 1,
@@ -61,7 +63,7 @@ func (o *inspectOptions) run(e *env, path string) int {
 	var timeline []*trace.Event
 	for i := range tr.Events {
 		ev := &tr.Events[i]
-		if o.errorsOnly && ev.Status != trace.StatusError && ev.Type != trace.ErrorEvent {
+		if o.errorsOnly && shownStatus(ev) != trace.StatusError && ev.Type != trace.ErrorEvent {
 			continue
 		}
 		if o.step >= 0 && ev.Step != o.step {
@@ -262,13 +264,22 @@ func (o *inspectOptions) human(e *env, tr *trace.Trace, integrity trace.Integrit
 		if m, ok := ev.Marker(); ok {
 			typ, name = markerCells(m)
 		}
-		row := []string{strconv.Itoa(ev.Step), typ, name, string(ev.Status)}
+		row := []string{strconv.Itoa(ev.Step), typ, name, string(shownStatus(ev))}
 		if o.events {
 			row = append(row, clean(preview(eventDetails(ev), 180)))
 		}
 		t.add(row...)
 	}
 	t.write(e)
+}
+
+// shownStatus is the status inspect shows for ev: the event's, except that
+// the exit of a node that failed (a state_change recorded ok) is an error.
+func shownStatus(ev *trace.Event) trace.Status {
+	if m, ok := ev.Marker(); ok && m.Key == trace.MarkerNode && m.Phase == trace.PhaseExit && m.Status == trace.NodeStatusFail {
+		return trace.StatusError
+	}
+	return ev.Status
 }
 
 // markerCells shows a runtime marker as what it is: "node ▶ write",

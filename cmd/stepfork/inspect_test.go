@@ -120,12 +120,17 @@ func TestInspectShowsMarkers(t *testing.T) {
 		`2 decision route = "refund" ok`,
 		"3 approval refund = true (forced) ok",
 		"4 param max_results = 5 ok",
-		"5 node ◀ triage (error: boom) ok",
+		"5 node ◀ triage (error: boom) error",
 		"6 state_change draft ok",
 	} {
 		if !slices.Contains(rows, want) {
 			t.Errorf("output lacks %q:\n%s", want, r.stdout)
 		}
+	}
+	// --errors-only keeps the failed node's exit, and only it.
+	r = stepfork(t, "", nil, "inspect", path, "--errors-only")
+	if !strings.Contains(r.stdout, "◀ triage (error: boom)") || strings.Contains(r.stdout, "▶ triage") {
+		t.Errorf("--errors-only:\n%s", r.stdout)
 	}
 	r = stepfork(t, "", nil, "inspect", path, "--json")
 	var got struct {
