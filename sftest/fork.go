@@ -40,8 +40,11 @@ func Fork(t testing.TB, base *trace.Trace, at fork.At, agent replay.Agent, opts 
 // Sweep forks base at at once per variant (fork.Each: the fork point and
 // every variant's changes are checked before any runs; variants run
 // concurrently, bounded by fork.Concurrency) and then runs check on each
-// variant in a subtest named after it, in the order given. A variant that
-// could not run fails its own subtest. check may call t.Parallel.
+// variant in a subtest named after it, in the order given. check is given
+// the subtest, the variant's name as written in variants (the subtest's name
+// is that name as go test rewrites it: spaces become underscores) and the
+// variant. A variant that could not run fails its own subtest. check may
+// call t.Parallel.
 //
 // When every subtest has finished, a summary table is logged: one line per
 // variant with its status, whether its check passed, its incurred cost and
@@ -49,7 +52,7 @@ func Fork(t testing.TB, base *trace.Trace, at fork.At, agent replay.Agent, opts 
 // instance for Golden); it fails the test at once when the sweep cannot
 // start. A failed subtest gets the page of its variant, a failed test the
 // page of the sweep, where ReportFlag says.
-func Sweep(t *testing.T, base *trace.Trace, at fork.At, agent replay.Agent, variants []fork.Named, check func(t *testing.T, v *fork.Variant), opts ...fork.EachOption) *fork.Sweep {
+func Sweep(t *testing.T, base *trace.Trace, at fork.At, agent replay.Agent, variants []fork.Named, check func(t *testing.T, name string, v *fork.Variant), opts ...fork.EachOption) *fork.Sweep {
 	t.Helper()
 	sh, err := shard.FromEnv()
 	if err != nil {
@@ -91,7 +94,7 @@ func Sweep(t *testing.T, base *trace.Trace, at fork.At, agent replay.Agent, vari
 			}
 			reportOnFailure(t, e.Variant)
 			if check != nil {
-				check(t, e.Variant)
+				check(t, e.Name, e.Variant)
 			}
 		})
 	}

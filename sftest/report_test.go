@@ -96,7 +96,7 @@ func TestChildReportSweep(t *testing.T) {
 	sftest.Sweep(t, loadRefund(t), fork.Failure(), refund.Agent, []fork.Named{
 		{Name: "baseline"},
 		{Name: "approval", Changes: []fork.Change{fork.Prompt("decide", "Ask for approval above the limit.")}},
-	}, func(t *testing.T, v *fork.Variant) {
+	}, func(t *testing.T, _ string, v *fork.Variant) {
 		assert.Status(t, v, fork.StatusFailed) // fails for "approval", which completes
 	}, fork.Memoize())
 }

@@ -217,11 +217,11 @@ func TestSweep(t *testing.T) {
 	sw := sftest.Sweep(t, base, fork.Failure(), refund.Agent, []fork.Named{
 		{Name: "baseline"},
 		{Name: "approval", Changes: []fork.Change{fork.Prompt("decide", "Ask for approval above the limit.")}},
-		{Name: "forced", Changes: []fork.Change{fork.Decision("action", "request_approval")}},
-	}, func(t *testing.T, v *fork.Variant) {
+		{Name: "forced escalation", Changes: []fork.Change{fork.Decision("action", "request_approval")}},
+	}, func(t *testing.T, name string, v *fork.Variant) {
 		t.Parallel()
 		mu.Lock()
-		checked[t.Name()] = v.Status
+		checked[t.Name()+" is "+name] = v.Status
 		mu.Unlock()
 		if v.Status == fork.StatusCompleted {
 			assert.ToolNotCalled(t, v, "issue_refund")
@@ -230,8 +230,8 @@ func TestSweep(t *testing.T) {
 		}
 	}, fork.Memoize())
 	t.Cleanup(func() {
-		want := map[string]fork.Status{"TestSweep/baseline": fork.StatusFailed, "TestSweep/approval": fork.StatusCompleted,
-			"TestSweep/forced": fork.StatusCompleted}
+		want := map[string]fork.Status{"TestSweep/baseline is baseline": fork.StatusFailed, "TestSweep/approval is approval": fork.StatusCompleted,
+			"TestSweep/forced_escalation is forced escalation": fork.StatusCompleted}
 		mu.Lock()
 		defer mu.Unlock()
 		if fmt.Sprint(checked) != fmt.Sprint(want) {

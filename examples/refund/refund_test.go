@@ -250,8 +250,8 @@ func TestDecidePromptSweep(t *testing.T) {
 		want[tt.name] = i
 	}
 
-	sweep := sftest.Sweep(t, base, fork.Failure(), w.agent.Run, variants, func(t *testing.T, v *fork.Variant) {
-		tt := tests[want[t.Name()[strings.LastIndex(t.Name(), "/")+1:]]]
+	sweep := sftest.Sweep(t, base, fork.Failure(), w.agent.Run, variants, func(t *testing.T, name string, v *fork.Variant) {
+		tt := tests[want[name]]
 		assert.Status(t, v, tt.wantStatus)
 		assert.ToolCallCount(t, v, "lookup_order", 1, "the lookup is served once from the recording")
 		if tt.wantOutcome != "" {
