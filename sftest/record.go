@@ -61,7 +61,13 @@ func lockPath(p string) func() {
 // Load loads the bundle at path (trace.Load) and fails the test with the
 // load error if it cannot: a missing bundle, a malformed event
 // ("events.jsonl:17: …"), a bad manifest.
-func Load(t testing.TB, path string) *trace.Trace {
+//
+// It then verifies that the bundle holds what its writer saved: every
+// payload hash (input_hash, output_hash) matches its payload, and the file
+// digests of integrity.json, when the bundle has one, match the files. A
+// fixture edited by hand fails the test with what no longer matches and
+// what to do; [SkipVerify] loads it as it is.
+func Load(t testing.TB, path string, opts ...LoadOption) *trace.Trace {
 	t.Helper()
 	tr, err := trace.Load(path)
 	if err != nil {
@@ -71,8 +77,59 @@ func Load(t testing.TB, path string) *trace.Trace {
 		}
 		t.Fatalf("sftest.Load: %v%s", err, hint)
 	}
+	skip := false
+	for _, o := range opts {
+		if _, ok := o.(skipVerify); ok {
+			skip = true
+		}
+	}
+	if !skip {
+		if err := verify(path, tr); err != nil {
+			t.Fatalf("sftest.Load: %v\nrecord it again (sftest.Record with -%s, or replay.Record); if the edit is intended, save it again so that its hashes are recomputed (trace.Load, then Save with trace.Overwrite); or load it as it is with sftest.Load(t, %q, sftest.SkipVerify())",
+				err, RecordFlag, path)
+		}
+	}
 	results().usedBy(t, path)
 	return tr
+}
+
+// LoadOption configures [Load].
+type LoadOption interface{ loadOption() }
+
+type skipVerify struct{}
+
+func (skipVerify) loadOption() {}
+
+// SkipVerify makes [Load] load a bundle without verifying its payload hashes
+// and integrity.json: for a fixture that is edited by hand on purpose (a
+// test of what a damaged bundle does, say).
+func SkipVerify() LoadOption { return skipVerify{} }
+
+// verify reports, as one error, what in the bundle at path (loaded as tr) no
+// longer holds what its writer saved: payload hashes that do not match their
+// payloads, and files whose digests differ from integrity.json's. A bundle
+// without integrity.json (as older Python stepfork wrote them) has only its
+// payload hashes checked.
+func verify(path string, tr *trace.Trace) error {
+	var problems []string
+	for _, is := range trace.Validate(tr, trace.CheckIntegrity(), trace.Partial()).Errors() {
+		if is.Code == trace.CodePayloadHash {
+			where := is.Location
+			if is.Step != nil {
+				where = fmt.Sprintf("step %d (%s)", *is.Step, is.EventID)
+			}
+			problems = append(problems, where+": "+is.Message)
+		}
+	}
+	if res := trace.VerifyIntegrity(path); res.Status == trace.IntegrityMismatch {
+		for _, is := range res.Issues {
+			problems = append(problems, is.File+": "+is.Message)
+		}
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s was changed after it was written:\n\t%s", path, strings.Join(problems, "\n\t"))
 }
 
 // Record returns the trace testdata/NAME.sftrace of a run of agent on input,
@@ -126,6 +183,9 @@ func Record(t testing.TB, name string, agent replay.Agent, input any) *trace.Tra
 		if errors.Is(err, fs.ErrNotExist) {
 			t.Fatalf("sftest.Record: %s does not exist; record it with:\n\t%s", p, again)
 		}
+		t.Fatalf("sftest.Record: %v\nrecord it again with:\n\t%s", err, again)
+	}
+	if err := verify(p, tr); err != nil {
 		t.Fatalf("sftest.Record: %v\nrecord it again with:\n\t%s", err, again)
 	}
 	want, err := trace.ValueOf(input)

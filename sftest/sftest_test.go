@@ -104,6 +104,54 @@ func TestLoad(t *testing.T) {
 	}
 }
 
+// A fixture edited by hand fails Load, saying what no longer matches and
+// what to do, unless SkipVerify says to load it as it is.
+func TestLoadVerifies(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, file, want string
+		edit             func(string) string
+	}{
+		{"a payload", trace.EventsFile, "output_hash", func(s string) string {
+			return strings.Replace(s, `"customer":"c_77"`, `"customer":"c_78"`, 1)
+		}},
+		{"the manifest", trace.ManifestFile, "manifest.json: ", func(s string) string {
+			return strings.Replace(s, `"agent_name": "refund-failure"`, `"agent_name": "refund-fixture"`, 1)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join(t.TempDir(), "edited.sftrace")
+			if err := os.CopyFS(path, os.DirFS("testdata/refund-failure.sftrace")); err != nil {
+				t.Fatal(err)
+			}
+			file := filepath.Join(path, tc.file)
+			data, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			edited := tc.edit(string(data))
+			if edited == string(data) {
+				t.Fatalf("the edit changed nothing in %s", tc.file)
+			}
+			if err := os.WriteFile(file, []byte(edited), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			msg := failure(t, func(tb testing.TB) { sftest.Load(tb, path) })
+			wantLines(t, msg, "sftest.Load: "+path+" was changed after it was written:")
+			for _, w := range []string{tc.want, "record it again (sftest.Record with -stepfork.record, or replay.Record)",
+				"trace.Overwrite", `sftest.Load(t, "` + path + `", sftest.SkipVerify())`} {
+				if !strings.Contains(msg, w) {
+					t.Errorf("the message lacks %q:\n%s", w, msg)
+				}
+			}
+			if tr := sftest.Load(t, path, sftest.SkipVerify()); len(tr.Events) != 17 {
+				t.Errorf("SkipVerify loaded %d events", len(tr.Events))
+			}
+		})
+	}
+}
+
 func TestRecordFailures(t *testing.T) {
 	t.Parallel()
 	t.Run("missing", func(t *testing.T) {
