@@ -440,3 +440,26 @@ func TestReadmeQuickStart(t *testing.T) {
 			cmp.Diff(string(want), block))
 	}
 }
+
+// TestReadmeCLITool keeps README.md's way of using the CLI from another
+// module right: the command it names is this module's main package.
+func TestReadmeCLITool(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod, err := os.ReadFile("go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	module, _, _ := strings.Cut(strings.TrimPrefix(string(mod), "module "), "\n")
+	for _, want := range []string{"go get -tool " + module + "/cmd/stepfork\n", "go tool stepfork validate "} {
+		if !strings.Contains(string(readme), want) {
+			t.Errorf("README.md does not say %q", want)
+		}
+	}
+	main, err := os.ReadFile(filepath.Join("cmd", "stepfork", "main.go"))
+	if err != nil || !strings.Contains(string(main), "\npackage main\n") {
+		t.Errorf("cmd/stepfork is not a main package: %v", err)
+	}
+}
