@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/stepfork/stepfork/fork"
+	"github.com/stepfork/stepfork/internal/clip"
 	"github.com/stepfork/stepfork/trace"
 	"github.com/stepfork/stepfork/trace/diff"
 )
@@ -123,11 +124,7 @@ func reprOrAbsent(v trace.Value) string {
 
 // shortRepr is reprValue cut to 120 characters.
 func shortRepr(v trace.Value) string {
-	s := reprValue(v)
-	if r := []rune(s); len(r) > 120 {
-		return string(r[:120]) + "…"
-	}
-	return s
+	return clip.Head(reprValue(v), 120)
 }
 
 // divergenceLine is "\nfirst divergence: …", or "" when d is equivalent.

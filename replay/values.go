@@ -7,8 +7,8 @@ import (
 	"reflect"
 	"strconv"
 	"sync"
-	"unicode/utf8"
 
+	"github.com/stepfork/stepfork/internal/clip"
 	"github.com/stepfork/stepfork/trace"
 )
 
@@ -93,18 +93,7 @@ func preview(v trace.Value) string {
 	if v.IsAbsent() {
 		v = trace.NullValue
 	}
-	s := redacted(v).Canonical()
-	if utf8.RuneCountInString(s) <= 200 {
-		return s
-	}
-	n := 0
-	for i := range s {
-		if n == 200 {
-			return s[:i] + "…"
-		}
-		n++
-	}
-	return s
+	return clip.Head(redacted(v).Canonical(), 200)
 }
 
 // previewOrMissing is preview, or "<missing>" for an absent value.

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/stepfork/stepfork/internal/clip"
 	"github.com/stepfork/stepfork/trace"
 )
 
@@ -378,7 +379,7 @@ func packageOfDir(dir string) (string, bool) {
 // commentSafe flattens s to one inert line of a // comment: redacted,
 // control characters (newlines included) escaped, at most 200 characters.
 func commentSafe(s string) string {
-	return truncate(clean(s), 200)
+	return clip.Head(clean(s), 200)
 }
 
 // goIdentifierCamel turns "booking-agent.v2" into "BookingAgentV2": ASCII

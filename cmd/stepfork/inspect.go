@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stepfork/stepfork/internal/clip"
 	"github.com/stepfork/stepfork/trace"
 )
 
@@ -304,7 +305,7 @@ func markerCells(m trace.Marker) (typ, name string) {
 		case trace.PhaseExit:
 			s := "◀ " + clean(m.Name)
 			if m.Status == trace.NodeStatusFail {
-				s += " (error: " + clean(truncate(m.Error, 60)) + ")"
+				s += " (error: " + clean(clip.Head(m.Error, 60)) + ")"
 			}
 			return "node", s
 		}

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/stepfork/stepfork/fork"
+	"github.com/stepfork/stepfork/internal/clip"
 	"github.com/stepfork/stepfork/trace"
 )
 
@@ -204,7 +205,7 @@ func (o *minimizeOptions) run(e *env, path string) int {
 	e.println(e.paint(styleBold, "Stepfork Minimize"))
 	e.println("")
 	e.printf("Original trace:  %s\n", clean(path))
-	e.printf("Failure:         %s at step %d: %s\n", clean(forked.Failure.Type), forked.Failure.Step, clean(truncate(forked.Failure.Message, 120)))
+	e.printf("Failure:         %s at step %d: %s\n", clean(forked.Failure.Type), forked.Failure.Step, clean(clip.Head(forked.Failure.Message, 120)))
 	e.println("")
 	e.println("Causal chain:")
 	for _, c := range chain {

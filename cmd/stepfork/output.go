@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/stepfork/stepfork/internal/clip"
 	"github.com/stepfork/stepfork/internal/fileform"
 	"github.com/stepfork/stepfork/trace"
 )
@@ -189,15 +190,7 @@ func needsEscape(s string) bool {
 // with "…" (stepfork's previews: 180 for inspect details, 120 for diff).
 func preview(v trace.Value, limit int) string {
 	s := string(appendPyJSON(nil, redactValue(v)))
-	return truncate(s, limit)
-}
-
-func truncate(s string, limit int) string {
-	if utf8.RuneCountInString(s) <= limit {
-		return s
-	}
-	rs := []rune(s)
-	return string(rs[:limit]) + "…"
+	return clip.Head(s, limit)
 }
 
 // appendPyJSON appends v as Pydantic's dump_json prints it: compact, keys
