@@ -356,7 +356,7 @@ func TestChildSweep(t *testing.T) {
 	for i := range 16 {
 		variants = append(variants, fork.Named{Name: fmt.Sprintf("limit-%03d", i*20), Changes: []fork.Change{fork.Param("limit", float64(i*20))}})
 	}
-	sftest.Sweep(t, base, fork.Start(), agent, variants, func(t *testing.T, v *fork.Variant) {}, fork.Allow("refund"))
+	sftest.Sweep(t, base, fork.Start(), agent, variants, func(*testing.T, string, *fork.Variant) {}, fork.Allow("refund"))
 }
 
 // TestSweepShards splits a sweep of 16 variants into 4 shards by Bazel's

@@ -1,6 +1,7 @@
 package sftest
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -84,7 +85,7 @@ func Load(t testing.TB, path string, opts ...LoadOption) *trace.Trace {
 		}
 	}
 	if !skip {
-		if err := verify(path, tr); err != nil {
+		if err := verify(t.Context(), path, tr); err != nil {
 			t.Fatalf("sftest.Load: %v\nrecord it again (sftest.Record with -%s, or replay.Record); if the edit is intended, save it again so that its hashes are recomputed (trace.Load, then Save with trace.Overwrite); or load it as it is with sftest.Load(t, %q, sftest.SkipVerify())",
 				err, RecordFlag, path)
 		}
@@ -110,9 +111,9 @@ func SkipVerify() LoadOption { return skipVerify{} }
 // payloads, and files whose digests differ from integrity.json's. A bundle
 // without integrity.json (as older Python stepfork wrote them) has only its
 // payload hashes checked.
-func verify(path string, tr *trace.Trace) error {
+func verify(ctx context.Context, path string, tr *trace.Trace) error {
 	var problems []string
-	for _, is := range trace.Validate(tr, trace.CheckIntegrity(), trace.Partial()).Errors() {
+	for _, is := range trace.Validate(ctx, tr, trace.CheckIntegrity(), trace.Partial()).Errors() {
 		if is.Code == trace.CodePayloadHash {
 			where := is.Location
 			if is.Step != nil {
@@ -185,7 +186,7 @@ func Record(t testing.TB, name string, agent replay.Agent, input any) *trace.Tra
 		}
 		t.Fatalf("sftest.Record: %v\nrecord it again with:\n\t%s", err, again)
 	}
-	if err := verify(p, tr); err != nil {
+	if err := verify(t.Context(), p, tr); err != nil {
 		t.Fatalf("sftest.Record: %v\nrecord it again with:\n\t%s", err, again)
 	}
 	want, err := trace.ValueOf(input)
