@@ -752,6 +752,12 @@ func (r *recordingStream) Close() error {
 
 func (r *recordingStream) finishLocked(err error, closed bool) {
 	r.done = true
+	if closed && r.sse.tail() == "" && streamEnded(r.pc.wire, r.sse.frames) {
+		// An SDK that closes the body once it has read the stream's last
+		// frame (openai-go after [DONE]) has read the whole stream; whether
+		// its last Read also saw io.EOF is timing, not behavior.
+		closed = false
+	}
 	frames, _ := trace.ArrayValue(r.sse.frames...)
 	ms := append(append([]trace.Member(nil), r.head...), trace.Member{Key: "stream", Value: frames}, r.pc.bodyError(err))
 	if t := r.sse.tail(); t != "" {

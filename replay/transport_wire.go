@@ -162,6 +162,35 @@ func assemble(w wire, out trace.Value) assembled {
 	return a
 }
 
+// streamEnded reports whether frames end with the frame that ends a stream
+// of wire format w: [DONE] (chat), response.completed, .incomplete or
+// .failed (Responses), message_stop (Anthropic), a candidate's finishReason
+// (Gemini).
+func streamEnded(w wire, frames []trace.Value) bool {
+	if len(frames) == 0 {
+		return false
+	}
+	d := frames[len(frames)-1].Get("data")
+	switch w {
+	case wireChat:
+		return str(d) == "[DONE]"
+	case wireResponses:
+		switch str(d.Get("type")) {
+		case "response.completed", "response.incomplete", "response.failed":
+			return true
+		}
+	case wireAnthropic:
+		return str(d.Get("type")) == "message_stop"
+	case wireGemini:
+		for _, c := range d.Get("candidates").Elems() {
+			if str(c.Get("finishReason")) != "" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // ---- OpenAI chat completions ----
 
 func chatBody(body trace.Value) assembled {

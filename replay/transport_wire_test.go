@@ -270,3 +270,39 @@ func TestTransportGeminiModelInURL(t *testing.T) {
 		})
 	}
 }
+
+// TestTransportStreamClosedAtItsEnd: an SDK that closes a stream once it has
+// read its last frame (openai-go after [DONE]) read the whole stream, so it
+// is not recorded as closed early; one that closes before is.
+func TestTransportStreamClosedAtItsEnd(t *testing.T) {
+	t.Parallel()
+	srv := newProvider(t)
+	client := newClient(t)
+	post := func(ctx context.Context, stopAt string) error {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/v1/chat/completions",
+			strings.NewReader(`{"model":"m-1","stream":true,"messages":[{"role":"user","content":"weather?"}]}`))
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		var seen []byte
+		buf := make([]byte, 16)
+		for !bytes.Contains(seen, []byte(stopAt)) {
+			n, err := resp.Body.Read(buf)
+			seen = append(seen, buf[:n]...)
+			if err != nil {
+				break
+			}
+		}
+		return resp.Body.Close()
+	}
+	for stopAt, early := range map[string]bool{"data: [DONE]\n\n": false, `"tool_calls"`: true} {
+		rec, err := replay.Record(context.Background(), "close", nil, func(ctx context.Context, _ trace.Value) (any, error) {
+			return nil, post(ctx, stopAt)
+		})
+		require.NoError(t, err)
+		require.NoError(t, rec.Err)
+		out := responses(rec.Trace)[0].Output
+		assert.Equal(t, early, !out.Get("closed_early").IsAbsent(), "closed after %q: %s", stopAt, out.Get("closed_early"))
+	}
+}
