@@ -34,8 +34,10 @@
 // Changes ([Change]) are plain values with a snake_case wire form, recorded
 // in fork.json: [ToolResult] and [LLMResponse] substitute what a tail call
 // returns, addressed by a [Target] ([OnStep], [OnEvent], [OnCall]);
-// [Prompt], [Model] and [Temperature] patch the requests of matching tail
-// model calls; [State] patches what [replay.Read] returns; [Decision] and
+// [Prompt] (or [PromptAppend], [PromptPrepend] and [PromptReplace], which
+// edit the shipped prompt instead of restating it), [Model] and
+// [Temperature] patch the requests of matching tail model calls in the
+// field each API reads; [State] patches what [replay.Read] returns; [Decision] and
 // [DecisionOnce] force a [replay.Decide], [Param] a [replay.Param],
 // [HumanResponse] answers a [replay.Approve]; [ChangeFunc] computes a change
 // from the resolved point. Two changes writing the same thing are refused
