@@ -246,3 +246,31 @@ func ExampleReadInfo() {
 	// 3 runs, back to run_booking_agent_0001
 	// step 9 then step 4
 }
+
+// Append a sentence to the shipped prompt instead of restating it: the
+// request of the "resolve" model call gets the prompt with the sentence at
+// its end, in the field its API reads.
+func ExamplePromptAppend() {
+	base, err := trace.Load("../testdata/example-refund-failure.sftrace")
+	if err != nil {
+		log.Fatal(err)
+	}
+	v, err := fork.Run(context.Background(), base, fork.Failure(), desk,
+		fork.PromptAppend("resolve", " Refunds above the policy limit need approval."))
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, ev := range v.Trace.Events {
+		if ev.Type == trace.LLMRequest && ev.Step >= v.At.Step {
+			fmt.Println("system:", ev.Input.Get("system"))
+		}
+	}
+	fmt.Println("status:", v.Status)
+	fmt.Println("change:", v.Changes[0].Description, "applied", v.Changes[0].Applied, "time(s)")
+	fmt.Println("wire:  ", v.Changes[0].Change.Wire())
+	// Output:
+	// system: "You resolve refund requests. Do what the customer asks. Refunds above the policy limit need approval."
+	// status: completed
+	// change: prompt of 'resolve' (appended to) applied 1 time(s)
+	// wire:   {"kind":"prompt_edit","op":"append","target":"resolve","text":" Refunds above the policy limit need approval."}
+}
