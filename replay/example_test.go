@@ -149,6 +149,46 @@ func ExampleTransport() {
 	// replayed: true - requests the server got: 1
 }
 
+// Prices gives the transport the price of each model once; every live
+// call of a priced model records its cost from the tokens of its response
+// (cached input tokens at their own price). The message the response says is
+// recorded next to it: what a diff compares.
+func ExamplePrices() {
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"chatcmpl-9f2","created":1767225600,"model":"gpt-4o-mini","system_fingerprint":"fp_3a",`+
+			`"choices":[{"index":0,"message":{"role":"assistant","content":"42"},"finish_reason":"stop"}],`+
+			`"usage":{"prompt_tokens":2000,"completion_tokens":100,"total_tokens":2100,"prompt_tokens_details":{"cached_tokens":1000}}}`)
+	}))
+	defer api.Close()
+
+	client := &http.Client{Transport: replay.Transport(nil, replay.Prices{
+		"gpt-4o-mini": {Input: 0.15, CachedInput: 0.075, Output: 0.60},
+	})}
+	agent := func(ctx context.Context, _ trace.Value) (any, error) {
+		body := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"What is six times seven?"}]}`
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, api.URL+"/v1/chat/completions", strings.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		return nil, resp.Body.Close()
+	}
+	rec, err := replay.Record(context.Background(), "calculator", nil, agent)
+	if err != nil || rec.Err != nil {
+		log.Fatal(err, rec.Err)
+	}
+	answer := rec.Trace.Events[2]
+	fmt.Printf("cost: $%.6f\n", *answer.CostUSD)
+	fmt.Println("message:", answer.Output.Get("message"))
+	// Output:
+	// cost: $0.000285
+	// message: {"content":"42","finish_reason":"stop","usage":{"cached_tokens":1000,"completion_tokens":100,"prompt_tokens":2000,"total_tokens":2100}}
+}
+
 // A node is a named phase of the agent: its events hang under its enter
 // marker, and forks address its boundaries.
 func ExampleNode() {
