@@ -354,6 +354,9 @@ func (s *session) dependency(ctx context.Context, sc *scope, ic *intercept, raw 
 	}
 	s.mu.Lock()
 	ic.lane = s.laneLocked(sc, gid)
+	if c := s.minted.canonical(raw); c != raw { // a provider-minted id passed to a tool (Transport)
+		raw, ic.input = c, redacted(c)
+	}
 	d := s.dispatchLocked(ic)
 	input, model := raw, ic.model
 	if !d.input.IsAbsent() {

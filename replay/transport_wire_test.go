@@ -3,6 +3,7 @@ package replay_test
 import (
 	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -305,4 +306,45 @@ func TestTransportStreamClosedAtItsEnd(t *testing.T) {
 		out := responses(rec.Trace)[0].Output
 		assert.Equal(t, early, !out.Get("closed_early").IsAbsent(), "closed after %q: %s", stopAt, out.Get("closed_early"))
 	}
+}
+
+// TestTransportMintedIDsInToolInputs: a tool called with an id the model
+// minted (a live one in a live replay) is matched as if called with the
+// recorded id.
+func TestTransportMintedIDsInToolInputs(t *testing.T) {
+	t.Parallel()
+	srv := newProvider(t)
+	client := newClient(t)
+	ack := replay.Tool("ack", func(_ context.Context, id string) (string, error) { return "ok " + id[:5], nil })
+	agent := func(ctx context.Context, _ trace.Value) (any, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/v1/chat/completions",
+			strings.NewReader(`{"model":"m-1","messages":[{"role":"user","content":"weather?"}]}`))
+		resp, err := client.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		return ack(ctx, fakeprovider.CallID(b))
+	}
+	rec, err := replay.Record(context.Background(), "ids", nil, agent)
+	require.NoError(t, err)
+	require.NoError(t, rec.Err)
+	res, err := replay.Replay(context.Background(), rec.Trace, agent, replay.Live("ack"))
+	require.NoError(t, err)
+	require.NoError(t, res.Err)
+	require.NoError(t, res.Divergence)
+	var inputs []string
+	for _, tr := range []*trace.Trace{rec.Trace, res.Trace} {
+		for _, ev := range tr.Events {
+			if ev.Type == trace.ToolCall {
+				inputs = append(inputs, ev.Input.Canonical())
+			}
+		}
+	}
+	require.Len(t, inputs, 2)
+	assert.Equal(t, inputs[0], inputs[1], "recorded as the id it stands for")
 }
