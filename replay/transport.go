@@ -129,10 +129,10 @@ import (
 // replay or a fork, each id its response mints is bound, kind by kind in
 // order, to the id of the recorded response it stands in for (the call
 // matched, else the recorded call of the same label and occurrence); the
-// output's "ids" keeps the bindings. From then on a request that carries a
-// live id is matched, memoized, guarded and recorded as if it carried the
-// recorded id (the server still gets the live one), and the message names
-// the recorded id. A served response binds the ids its recording kept, so a
+// output's "ids" keeps the bindings. From then on a request (or a tool's
+// input) that carries a live id is matched, memoized, guarded and recorded
+// as if it carried the recorded id (the server and the tool still get the
+// live one), and the message names the recorded id. A served response binds the ids its recording kept, so a
 // replay of a fork's trace reads the same.
 //
 // A request that fails without a response (a timeout, a reset connection, a
