@@ -158,6 +158,9 @@ func Corpus(t *testing.T, pattern string, agent replay.Agent, opts ...CorpusOpti
 func runBundle(t testing.TB, b corpusBundle, agent replay.Agent, check corpusCheck) (outcome corpus.Outcome, firstDiff, baseStatus, status string, cost float64) {
 	t.Helper()
 	tr, err := trace.Load(b.path)
+	if err == nil {
+		err = verify(t.Context(), b.path, tr) // a bundle edited by hand is not a recording
+	}
 	if err != nil {
 		t.Errorf("sftest.Corpus: %v", err)
 		return corpus.Unloadable, "", "", "", 0

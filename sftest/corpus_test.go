@@ -126,6 +126,28 @@ func TestCorpusPacked(t *testing.T) {
 	}
 }
 
+// TestCorpusVerifies hand-edits one bundle's payload: that bundle fails as
+// unloadable (its hash no longer matches), in a child so the suite stays green.
+func TestCorpusVerifies(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeCorpus(t, dir, 2)
+	p := filepath.Join(dir, "run-0001.sftrace", "events.jsonl")
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.Replace(string(data), `"tier":"gold"`, `"tier":"platinum"`, 1)
+	if edited == string(data) {
+		t.Fatal("nothing to edit")
+	}
+	os.WriteFile(p, []byte(edited), 0o644)
+	out, ok := runChild(t, []string{"SFTEST_CORPUS=" + dir, "SFTEST_ID_PREFIX="})
+	if ok || !strings.Contains(out, "was changed after it was written") || !strings.Contains(out, "unloadable") {
+		t.Fatalf("a hand-edited bundle was replayed:\n%s", out)
+	}
+}
+
 func TestCorpusGlob(t *testing.T) {
 	dir := t.TempDir()
 	writeCorpus(t, dir, 6)
