@@ -219,9 +219,11 @@ func TestSamplerNeverWaitsForTheDisk(t *testing.T) {
 	serve(t, s, 30)
 	elapsed := time.Since(start)
 	st := s.Stats()
-	// One run is being saved, two wait; every other kept run was dropped.
-	if st.Kept != 30 || st.Dropped < 27-1 || st.Dropped > 27 {
-		t.Errorf("stats %+v, want 30 kept and 26 or 27 dropped", st)
+	// At most one run is being saved (the blocked disk holds it) and two
+	// wait in the queue; every other kept run was dropped: 27, or 28 when
+	// the saver had not yet taken the first run off the queue.
+	if st.Kept != 30 || st.Dropped < 27 || st.Dropped > 28 {
+		t.Errorf("stats %+v, want 30 kept and 27 or 28 dropped", st)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
