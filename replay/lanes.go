@@ -5,11 +5,10 @@ import (
 	"runtime"
 )
 
-// goid returns the id of the calling goroutine, read from the header
-// runtime.Stack writes ("goroutine 42 [running]:"). Sessions use it to tell
-// the goroutine that opened a scope from the others that call in it; it is
-// never called without a session.
-func goid() uint64 {
+// stackGoid returns the id of the calling goroutine, read from the header
+// runtime.Stack writes ("goroutine 42 [running]:"). It walks the whole
+// stack, microseconds on a deep one; goid is the fast form.
+func stackGoid() uint64 {
 	var buf [32]byte
 	n := runtime.Stack(buf[:], false)
 	const prefix = "goroutine "

@@ -1,0 +1,71 @@
+//go:build amd64 || arm64
+
+package replay
+
+import (
+	"sync"
+	"unsafe"
+)
+
+// getg returns the running goroutine's runtime descriptor (the g the
+// scheduler keeps in a register or thread-local slot).
+func getg() unsafe.Pointer
+
+// The offset of the goroutine id inside the runtime's g, found once by
+// searching the descriptors of three goroutines for the ids runtime.Stack
+// prints for them. The layout of g is not part of Go's API, so nothing is
+// assumed: -1 when no offset matched all three, and goid reads the stack
+// header instead.
+var (
+	goidOnce   sync.Once
+	goidOffset = -1
+)
+
+// gScan is how far into g the id is searched for; it sits in the first
+// few hundred bytes in every Go release so far, and g is larger than this.
+const gScan = 256
+
+func findGoidOffset() {
+	type probe struct {
+		g  unsafe.Pointer
+		id uint64
+	}
+	probes := make([]probe, 3)
+	probes[0] = probe{getg(), stackGoid()}
+	var wg sync.WaitGroup
+	hold := make(chan struct{})
+	for i := 1; i < len(probes); i++ {
+		wg.Add(1)
+		go func() {
+			probes[i] = probe{getg(), stackGoid()}
+			wg.Done()
+			<-hold // alive, so the three descriptors are distinct
+		}()
+	}
+	wg.Wait()
+	defer close(hold)
+	for off := 0; off+8 <= gScan; off += 8 {
+		ok := true
+		for _, p := range probes {
+			if p.id == 0 || *(*uint64)(unsafe.Add(p.g, off)) != p.id {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			goidOffset = off
+			return
+		}
+	}
+}
+
+// goid returns the id of the calling goroutine. Sessions use it to tell
+// the goroutine that opened a scope from the others that call in it; it is
+// never called without a session.
+func goid() uint64 {
+	goidOnce.Do(findGoidOffset)
+	if goidOffset < 0 {
+		return stackGoid()
+	}
+	return *(*uint64)(unsafe.Add(getg(), goidOffset))
+}
