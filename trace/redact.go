@@ -135,15 +135,35 @@ var credentialAnchors = []string{
 	"AIza", "xox", "xapp-", "hooks.slack.com", "sk_", "rk_", "eyJ", "PRIVATE KEY",
 }
 
-// mayHoldCredential is a cheap filter: a string with none of the anchors
-// (or "bearer") cannot match any credential pattern.
-func mayHoldCredential(s string) bool {
+// anchorsByFirst holds credentialAnchors by their first byte; 'b' and 'B'
+// stand for "bearer" in any case.
+var anchorsByFirst = func() (t [256][]string) {
 	for _, a := range credentialAnchors {
-		if strings.Contains(s, a) {
-			return true
+		t[a[0]] = append(t[a[0]], a)
+	}
+	t['b'] = append(t['b'], "bearer")
+	t['B'] = append(t['B'], "bearer")
+	return t
+}()
+
+// mayHoldCredential is a cheap filter: a string with none of the anchors
+// (or "bearer") cannot match any credential pattern. It reads s once.
+func mayHoldCredential(s string) bool {
+	for i := 0; i < len(s); i++ {
+		for _, a := range anchorsByFirst[s[i]] {
+			if len(s)-i < len(a) {
+				continue
+			}
+			if a == "bearer" {
+				if strings.EqualFold(s[i:i+6], a) {
+					return true
+				}
+			} else if s[i:i+len(a)] == a {
+				return true
+			}
 		}
 	}
-	return containsFoldBearer(s)
+	return false
 }
 
 // containsFoldBearer reports whether s contains "bearer" in any ASCII case.
@@ -365,14 +385,25 @@ func escapePointer(s string) string {
 // key). The paths are also appended to the copy's Redactions list (existing
 // entries first, no duplicates). A credential in a protected field (id,
 // run_id, parent_id, type, status, replay_policy, hashes, redactions,
-// run_status) is ErrProtectedField.
+// run_status) is ErrProtectedField. When nothing is redacted the result is
+// ev itself, sharing its Redactions and pointers.
 func RedactEvent(ev Event) (Event, []RedactionEntry, error) {
-	protected := append([]string{ev.ID, ev.RunID, ev.ParentID, string(ev.Type), string(ev.Status),
-		string(ev.ReplayPolicy), ev.InputHash, ev.OutputHash, string(ev.RunStatus)}, ev.Redactions...)
-	for _, s := range protected {
+	for _, s := range [...]string{ev.ID, ev.RunID, ev.ParentID, string(ev.Type), string(ev.Status),
+		string(ev.ReplayPolicy), ev.InputHash, ev.OutputHash, string(ev.RunStatus)} {
 		if _, hit := RedactString(s); hit {
 			return ev, nil, ErrProtectedField
 		}
+	}
+	for _, s := range ev.Redactions {
+		if _, hit := RedactString(s); hit {
+			return ev, nil, ErrProtectedField
+		}
+	}
+	if !mayHoldCredential(ev.ErrorType) && !mayHoldCredential(ev.Key) && !mayHoldCredential(ev.Message) &&
+		!mayHoldCredential(ev.Model) && !mayHoldCredential(ev.Name) && !mayHoldCredential(ev.Provider) &&
+		!mayNeedRedaction(ev.After.raw) && !mayNeedRedaction(ev.Before.raw) && !mayNeedRedaction(ev.Details.raw) &&
+		!mayNeedRedaction(ev.Input.raw) && !mayNeedRedaction(ev.Output.raw) {
+		return ev, nil, nil // nothing to redact: ev itself, sharing its slices
 	}
 	out := ev.Clone()
 	var entries []RedactionEntry
