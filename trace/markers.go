@@ -72,12 +72,45 @@ func (e *Event) Marker() (m Marker, ok bool) {
 		return m, false
 	}
 	m.Key = e.Key
-	a := e.After
-	str := func(k string) string { s, _ := a.Get(k).Str(); return s }
-	m.Name, m.Phase, m.Status, m.Error, m.Kind = str("name"), str("phase"), str("status"), str("error"), str("kind")
-	m.ErrorType = str("error_type")
-	m.Value = a.Get("value")
-	m.Forced, _ = a.Get("forced").BoolOf()
+	// One pass over the members; the first of a duplicated key wins, as
+	// Get would have it.
+	var seen uint8
+	for k, v := range e.After.Members() {
+		var bit uint8
+		var dst *string
+		switch k {
+		case "name":
+			bit, dst = 1, &m.Name
+		case "phase":
+			bit, dst = 2, &m.Phase
+		case "status":
+			bit, dst = 4, &m.Status
+		case "error":
+			bit, dst = 8, &m.Error
+		case "kind":
+			bit, dst = 16, &m.Kind
+		case "error_type":
+			bit, dst = 32, &m.ErrorType
+		case "value":
+			bit = 64
+		case "forced":
+			bit = 128
+		default:
+			continue
+		}
+		if seen&bit != 0 {
+			continue
+		}
+		seen |= bit
+		switch {
+		case dst != nil:
+			*dst, _ = v.Str()
+		case bit == 64:
+			m.Value = v
+		default:
+			m.Forced, _ = v.BoolOf()
+		}
+	}
 	return m, true
 }
 
