@@ -51,7 +51,7 @@ func Estimate(base *trace.Trace, at At, variants []Named, opts ...EachOption) (*
 		return nil, errors.New("fork.Estimate: the base trace is nil")
 	}
 	cfg := eachConfig(opts)
-	ix := newIndex(base)
+	ix := indexOf(base)
 	plans, r, err := planSweep(ix, at, variants, cfg.changes)
 	if err != nil {
 		return nil, fmt.Errorf("fork.Estimate: %w", err)

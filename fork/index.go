@@ -3,6 +3,7 @@ package fork
 import (
 	"sync"
 
+	"github.com/stepfork/stepfork/internal/tracecache"
 	"github.com/stepfork/stepfork/replay"
 	"github.com/stepfork/stepfork/trace"
 	"github.com/stepfork/stepfork/trace/diff"
@@ -11,9 +12,11 @@ import (
 // index is what counterfactual execution needs to know about a base run:
 // parent links, the call and node enclosing every event, occurrences, node
 // executions, first writes, and suffix sums of the tail's calls and cost. It
-// is built in one pass over the events (plus one backward pass) and never
-// modified afterwards, so a sweep builds it once and its variants share it,
-// read-only, without locks.
+// is built in one pass over the events (plus one backward pass), once per
+// trace (indexOf), and never modified afterwards but for what it prepares
+// once on first use, so forks and the variants of sweeps share it, read-only,
+// without locks. tr is the cache's shallow copy of the caller's trace: what
+// a fork hands back to the caller names the caller's own (forkPlan.base).
 type index struct {
 	tr   *trace.Trace
 	byID map[string]int32
@@ -52,11 +55,21 @@ type index struct {
 	plan     *replay.Prepared
 	planErr  error
 
-	// diff is the base side of diff.Runs (the base's behavior steps,
-	// summary and final state). A sweep sets it before its workers start
-	// (withDiffBase) and every variant diffs against it, read-only; nil for a single fork, which has nothing to share.
-	diff *diff.Prepared
+	// diffBase is the base side of diff.Runs (the base's behavior steps,
+	// summary and final state), prepared on first use and shared read-only
+	// by every variant diffed against this index.
+	diffOnce sync.Once
+	diffBase *diff.Prepared
 }
+
+// indexes are the indexes of the base runs forked so far: a base forked
+// again, by Run, Each, Estimate or Points, is not indexed, planned or
+// prepared for diffing again.
+var indexes tracecache.Cache[index]
+
+// indexOf is the index of tr, built once per trace (see package
+// tracecache for when a changed trace is indexed again).
+func indexOf(tr *trace.Trace) *index { return indexes.Get(tr, newIndex) }
 
 // prepared is the replay plan of the base run, computed once per index.
 func (ix *index) prepared() (*replay.Prepared, error) {
@@ -64,17 +77,11 @@ func (ix *index) prepared() (*replay.Prepared, error) {
 	return ix.plan, ix.planErr
 }
 
-// withDiffBase prepares the base side of diff.Runs for the variants that
-// will share ix. Call it before they start: they read ix.diff unguarded.
-func (ix *index) withDiffBase() { ix.diff = diff.Prepare(ix.tr) }
-
-// diffVariant compares a variant with the base run: diff.Runs(ix.tr, variant),
-// against the prepared base side when there is one.
+// diffVariant compares a variant with the base run: diff.Runs(ix.tr,
+// variant), against the base side prepared once per index.
 func (ix *index) diffVariant(variant *trace.Trace) *diff.Result {
-	if ix.diff != nil {
-		return ix.diff.Diff(variant)
-	}
-	return diff.Runs(ix.tr, variant)
+	ix.diffOnce.Do(func() { ix.diffBase = diff.Prepare(ix.tr) })
+	return ix.diffBase.Diff(variant)
 }
 
 func callKey(kind replay.CallKind, label string) string { return string(kind) + "\x00" + label }

@@ -458,7 +458,7 @@ func Points(tr *trace.Trace) []PointInfo {
 	if tr == nil {
 		return nil
 	}
-	return newIndex(tr).points()
+	return indexOf(tr).points()
 }
 
 func (ix *index) points() []PointInfo {

@@ -299,10 +299,11 @@ func Run(ctx context.Context, base *trace.Trace, at At, agent replay.Agent, opts
 		return nil, errors.New("fork.Run: the agent is nil")
 	}
 	cfg := runConfig(opts)
-	p, err := planFork(newIndex(base), at, cfg.changes)
+	p, err := planFork(indexOf(base), at, cfg.changes)
 	if err != nil {
 		return nil, err
 	}
+	p.base = base
 	if cfg.hasBudget {
 		ve := p.ix.predict("", p)
 		if err := cfg.checkBudget("fork.Run", ve.CostUSD, fmt.Sprintf("%d model call(s) as recorded", ve.ModelCalls)); err != nil {
@@ -315,6 +316,7 @@ func Run(ctx context.Context, base *trace.Trace, at At, agent replay.Agent, opts
 // forkPlan is a fork point and a set of changes resolved against a base
 // index, ready to run any number of times.
 type forkPlan struct {
+	base    *trace.Trace // the caller's base run (ix.tr is the index's copy of it)
 	ix      *index
 	at      Resolved
 	changes []*bound
@@ -348,7 +350,7 @@ func (p *forkPlan) fresh() []*bound {
 
 // run executes one variant. savePath is where to save it when cfg.save.
 func (p *forkPlan) run(ctx context.Context, agent replay.Agent, cfg *config, savePath string) (v *Variant, err error) {
-	base := p.ix.tr
+	base := p.base
 	d := &director{ctx: ctx, ix: p.ix, at: p.at, policy: cfg.policy, memoize: cfg.memoize, log: cfg.log, reviewer: cfg.reviewer,
 		changes: p.fresh(), readDone: map[string]bool{}}
 	d.logf("fork started", slog.String("base_run_id", base.RunID), slog.Int("step", p.at.Step),
@@ -473,7 +475,7 @@ func (v *Variant) account(res *replay.Result) {
 // info is the variant's provenance; a base that is a fork passes its own
 // chain on, so the provenance reaches back to the original recording.
 func (p *forkPlan) info(v *Variant, cfg *config) *Info {
-	base := p.ix.tr
+	base := p.base
 	kept := &base.Events[p.at.pos-1]
 	changes := make([]Change, len(v.Changes))
 	for i, c := range v.Changes {

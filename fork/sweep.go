@@ -112,10 +112,13 @@ func Each(ctx context.Context, base *trace.Trace, at At, agent replay.Agent, var
 		return nil, errors.New("fork.Each: the agent is nil")
 	}
 	cfg := eachConfig(opts)
-	ix := newIndex(base)
+	ix := indexOf(base)
 	plans, r, err := planSweep(ix, at, variants, cfg.changes)
 	if err != nil {
 		return nil, fmt.Errorf("fork.Each: %w", err)
+	}
+	for _, p := range plans {
+		p.base = base
 	}
 	if cfg.hasBudget {
 		total, samples := 0.0, max(cfg.samples, 1)
@@ -132,7 +135,6 @@ func Each(ctx context.Context, base *trace.Trace, at At, agent replay.Agent, var
 	if _, err := ix.prepared(); err != nil {
 		return nil, fmt.Errorf("fork.Each: %w", err)
 	}
-	ix.withDiffBase() // likewise the base side of every variant's diff
 	if cfg.groupID == "" {
 		cfg.groupID = uuid.NewString()
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/stepfork/stepfork/internal/tracecache"
 	"github.com/stepfork/stepfork/trace"
 )
 
@@ -649,21 +650,27 @@ func Record(ctx context.Context, agentName string, input any, agent Agent, opts 
 }
 
 // Replay runs agent against tr: it is [Prepare](tr).Replay(ctx, agent,
-// opts...). Prepare tr once to replay it many times.
+// opts...).
 func Replay(ctx context.Context, tr *trace.Trace, agent Agent, opts ...ReplayOption) (*Result, error) {
 	return Prepare(tr).Replay(ctx, agent, opts...)
 }
 
-// Prepare computes the replay plan of tr once, in time linear in the trace,
-// so that many replays of tr ([Prepared.Replay]) share it instead of each
-// building its own. A nil tr gives a Prepared whose Replay reports an error
-// matching [ErrInvalidOptions].
+// Prepare returns the replay plan of tr, computed once per trace in time
+// linear in the trace and shared by every replay of it ([Prepared.Replay],
+// [Replay]) instead of each building its own. A trace whose Events slice is
+// replaced or grown, or whose manifest, path, redactions or extras change,
+// is planned again; events must not be changed in place once a trace was
+// replayed (the rule of [trace.Trace.Calls]). A nil tr gives a Prepared
+// whose Replay reports an error matching [ErrInvalidOptions].
 func Prepare(tr *trace.Trace) *Prepared {
 	if tr == nil {
 		return &Prepared{}
 	}
-	return prepare(tr)
+	return plans.Get(tr, prepare)
 }
+
+// plans are the Prepared of the traces replayed so far.
+var plans tracecache.Cache[Prepared]
 
 // Replay runs agent against the prepared trace: the recorded run_start input
 // is handed back to the agent, and every call it makes through the wrappers
