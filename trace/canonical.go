@@ -818,7 +818,7 @@ func reprLiteral(lit []byte) bool {
 // appendEscaped appends s with the canonical string escapes: only '"', '\\' and
 // control characters below U+0020 are escaped; everything else, U+007F,
 // U+2028 and U+2029 included, is copied as raw UTF-8.
-func appendEscaped(dst, s []byte) []byte {
+func appendEscaped[S ~string | ~[]byte](dst []byte, s S) []byte {
 	start := 0
 	for i := 0; i < len(s); i++ {
 		b := s[i]
@@ -859,7 +859,7 @@ func appendQuoted(dst []byte, s string) []byte {
 		s = strings.ToValidUTF8(s, "\uFFFD")
 	}
 	dst = append(dst, '"')
-	dst = appendEscaped(dst, []byte(s))
+	dst = appendEscaped(dst, s)
 	return append(dst, '"')
 }
 

@@ -117,24 +117,39 @@ func (e *Event) Marker() (m Marker, ok bool) {
 // MarkerEvent returns a state_change event for m (id, run id, step, parent and
 // time are left for the caller to fill).
 func MarkerEvent(m Marker) Event {
-	ms := []Member{}
+	// The object is written in canonical form directly: its keys are
+	// fixed, and in this order they are sorted.
+	b := make([]byte, 0, 48+len(m.Name)+len(m.Error)+len(m.Value.raw))
+	b = append(b, '{')
 	add := func(k, v string) {
-		if v != "" {
-			ms = append(ms, Member{k, StringValue(v)})
+		if v == "" {
+			return
 		}
+		if len(b) > 1 {
+			b = append(b, ',')
+		}
+		b = append(b, k...)
+		b = appendQuoted(b, v)
 	}
-	add("name", m.Name)
-	add("phase", m.Phase)
-	add("status", m.Status)
-	add("error", m.Error)
-	add("error_type", m.ErrorType)
-	add("kind", m.Kind)
-	if !m.Value.IsAbsent() {
-		ms = append(ms, Member{"value", m.Value})
-	}
+	add(`"error":`, m.Error)
+	add(`"error_type":`, m.ErrorType)
 	if m.Forced {
-		ms = append(ms, Member{"forced", TrueValue})
+		if len(b) > 1 {
+			b = append(b, ',')
+		}
+		b = append(b, `"forced":true`...)
 	}
-	after, _ := ObjectValue(ms...)
-	return Event{Type: StateChange, Status: StatusOK, ReplayPolicy: PolicyFrozen, Key: m.Key, Before: NullValue, After: after}
+	add(`"kind":`, m.Kind)
+	add(`"name":`, m.Name)
+	add(`"phase":`, m.Phase)
+	add(`"status":`, m.Status)
+	if !m.Value.IsAbsent() {
+		if len(b) > 1 {
+			b = append(b, ',')
+		}
+		b = append(b, `"value":`...)
+		b = append(b, m.Value.raw...)
+	}
+	b = append(b, '}')
+	return Event{Type: StateChange, Status: StatusOK, ReplayPolicy: PolicyFrozen, Key: m.Key, Before: NullValue, After: Value{string(b)}}
 }
