@@ -103,6 +103,11 @@ type Prepared struct {
 	hashes    [][2]string
 	hashState []atomic.Uint32
 
+	// cleanState[i] says whether base event i holds nothing to redact:
+	// 0 not known yet, 1 clean, 2 not. A new event equal to a clean one
+	// needs no redaction pass.
+	cleanState []atomic.Uint32
+
 	pathsOnce sync.Once
 	paths     []string // scope path inside each event (see pathOf)
 
@@ -128,6 +133,8 @@ func prepare(base *trace.Trace) *Prepared {
 		models:    map[string]bool{},
 		hashes:    make([][2]string, n),
 		hashState: make([]atomic.Uint32, n),
+
+		cleanState: make([]atomic.Uint32, n),
 	}
 	for i := n - 1; i >= 0; i-- { // backwards: the first event with an id wins
 		p.index[evs[i].ID] = int32(i)
@@ -262,6 +269,27 @@ func (p *Prepared) hashesOf(i int) (in, out string) {
 		st.Store(2)
 	}
 	return in, out
+}
+
+// cleanAt reports whether base event i holds nothing a redaction pass would
+// change (what it holds is already "[REDACTED]", or was never a secret),
+// computed once per event.
+func (p *Prepared) cleanAt(i int) bool {
+	st := &p.cleanState[i]
+	switch st.Load() {
+	case 1:
+		return true
+	case 2:
+		return false
+	}
+	_, entries, err := trace.RedactEvent(p.base.Events[i])
+	clean := err == nil && len(entries) == 0
+	if clean {
+		st.Store(1)
+	} else {
+		st.Store(2)
+	}
+	return clean
 }
 
 // payloadHashes computes the hashes of ev's payloads (what

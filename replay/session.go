@@ -366,12 +366,19 @@ func (s *session) addLocked(ev trace.Event, clean *trace.Event) string {
 		ev.ReplayPolicy = trace.PolicyFrozen
 	}
 	var entries []trace.RedactionEntry
-	if clean == nil || !cleanStrings(&ev) {
+	// An event equal, as it is, to the base event at its place, where
+	// that one holds nothing to redact, holds nothing either: the common
+	// case of a replay, which then needs no redaction pass.
+	same := s.aligned && ev.Step < len(s.plan.base.Events) &&
+		sameEvent(&s.plan.base.Events[ev.Step], &ev) && s.plan.cleanAt(ev.Step)
+	switch {
+	case same:
+	case clean == nil || !cleanStrings(&ev):
 		red, es, err := trace.RedactEvent(ev)
 		if err == nil {
 			ev, entries = red, es
 		}
-	} else if len(clean.Redactions) > 0 {
+	case len(clean.Redactions) > 0:
 		ev.Redactions = append([]string(nil), clean.Redactions...)
 		for _, p := range ev.Redactions {
 			entries = append(entries, s.plan.entry(clean.ID, p))
@@ -379,7 +386,7 @@ func (s *session) addLocked(ev trace.Event, clean *trace.Event) string {
 	}
 	if s.aligned {
 		s.aligned = false
-		if base := s.plan.base.Events; ev.Step < len(base) && sameEvent(&base[ev.Step], &ev) {
+		if base := s.plan.base.Events; ev.Step < len(base) && (same || sameEvent(&base[ev.Step], &ev)) {
 			// Same type and payloads: the base's hashes (computed once per
 			// Prepared, never trusted from the file) and its id.
 			ev.InputHash, ev.OutputHash = s.plan.hashesOf(ev.Step)
