@@ -203,7 +203,7 @@ func object2(k1 string, v1 Value, k2 string, v2 Value) Value {
 	b = appendQuoted(b, k2)
 	b = append(b, ':')
 	b = append(b, v2.raw...)
-	return Value{string(append(b, '}'))}
+	return Value{owned(append(b, '}'))}
 }
 
 // httpBehavior is the behavior of an output recorded by replay.Transport

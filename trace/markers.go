@@ -151,5 +151,5 @@ func MarkerEvent(m Marker) Event {
 		b = append(b, m.Value.raw...)
 	}
 	b = append(b, '}')
-	return Event{Type: StateChange, Status: StatusOK, ReplayPolicy: PolicyFrozen, Key: m.Key, Before: NullValue, After: Value{string(b)}}
+	return Event{Type: StateChange, Status: StatusOK, ReplayPolicy: PolicyFrozen, Key: m.Key, Before: NullValue, After: Value{owned(b)}}
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unsafe"
 )
 
 // Kind is the JSON type of a Value.
@@ -62,7 +63,7 @@ func ParseValue(data []byte) (Value, error) {
 	if err != nil {
 		return Value{}, err
 	}
-	return Value{string(out)}, nil
+	return Value{owned(out)}, nil
 }
 
 // MustParse is like ParseValue but panics on error. It is meant for literals in
@@ -77,7 +78,7 @@ func MustParse(text string) Value {
 
 // StringValue returns s as a JSON string. Bytes of s that are not valid
 // UTF-8 are replaced by U+FFFD, as encoding/json does: JSON text is UTF-8.
-func StringValue(s string) Value { return Value{string(appendQuoted(nil, s))} }
+func StringValue(s string) Value { return Value{owned(appendQuoted(nil, s))} }
 
 // IntValue returns i as a JSON integer.
 func IntValue(i int64) Value { return Value{strconv.FormatInt(i, 10)} }
@@ -111,7 +112,7 @@ func ArrayValue(elems ...Value) (Value, error) {
 		}
 		b = append(b, e.raw...)
 	}
-	return Value{string(append(b, ']'))}, nil
+	return Value{owned(append(b, ']'))}, nil
 }
 
 // Member is one key and value of a JSON object.
@@ -142,7 +143,7 @@ func ObjectValue(members ...Member) (Value, error) {
 		b = append(b, m.Value.raw...)
 		n++
 	}
-	return Value{string(append(b, '}'))}, nil
+	return Value{owned(append(b, '}'))}, nil
 }
 
 // IsAbsent reports whether v is the zero Value.
@@ -412,7 +413,7 @@ func ValueOf(x any) (Value, error) {
 	if err != nil {
 		return Value{}, err
 	}
-	return Value{string(b)}, nil
+	return Value{owned(b)}, nil
 }
 
 // MustValueOf is like ValueOf but panics on error; for literals in tests.
@@ -574,4 +575,14 @@ func appendFileForm(dst []byte, v Value) []byte {
 		}
 	}
 	return append(dst, s[start:]...)
+}
+
+// owned is b as a string without a copy. b must be a buffer of the
+// caller's own that nothing writes to, or keeps, afterwards: the string
+// shares its bytes.
+func owned(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
 }
