@@ -2,6 +2,8 @@
 // small integer ids with Myers' O((N+M)·D) algorithm in linear space.
 package lcs
 
+import "sync"
+
 // Match calls match(i, j), in increasing order of i and j, for the pairs of
 // a longest common subsequence of a and b, whose elements are ids in
 // [0, nids). maxCost, when positive, lowers the bound on D of one bisection
@@ -15,25 +17,46 @@ package lcs
 // furthest point it reached and splits there, as GNU diff does: the
 // alignment stays valid but may there be shorter than the longest.
 func Match(a, b []int32, nids, maxCost int, match func(i, j int)) {
-	inA, inB := make([]bool, nids), make([]bool, nids)
+	// Which ids each side holds, in marks reused from call to call and
+	// cleared after use: a caller that aligns many short stretches of a
+	// long run (ids in the hundreds of thousands) pays for the stretches,
+	// not for nids each time.
+	mk := marksPool.Get().(*marks)
+	defer marksPool.Put(mk)
+	if len(mk.in) < nids {
+		mk.in = make([]uint8, nids)
+	}
+	in := mk.in[:nids]
 	for _, x := range a {
-		inA[x] = true
+		in[x] |= 1
 	}
 	for _, x := range b {
-		inB[x] = true
+		in[x] |= 2
 	}
-	fa, ia := keepShared(a, inB)
-	fb, ib := keepShared(b, inA)
+	fa, ia := keepShared(a, in, 2)
+	fb, ib := keepShared(b, in, 1)
+	for _, x := range a {
+		in[x] = 0
+	}
+	for _, x := range b {
+		in[x] = 0
+	}
 	m := &myers{a: fa, b: fb, maxCost: maxCost, match: func(i, j int) { match(int(ia[i]), int(ib[j])) }}
 	m.diff(0, len(fa), 0, len(fb))
 }
 
-// keepShared returns the elements of s whose id is marked in other, and
-// their indexes in s.
-func keepShared(s []int32, other []bool) (kept, index []int32) {
+// marks are the scratch of Match: bit 1 set for the ids in a, bit 2 for
+// those in b, all zero between calls.
+type marks struct{ in []uint8 }
+
+var marksPool = sync.Pool{New: func() any { return new(marks) }}
+
+// keepShared returns the elements of s whose id has the bit other set in
+// in, and their indexes in s.
+func keepShared(s []int32, in []uint8, other uint8) (kept, index []int32) {
 	kept, index = make([]int32, 0, len(s)), make([]int32, 0, len(s))
 	for i, x := range s {
-		if other[x] {
+		if in[x]&other != 0 {
 			kept = append(kept, x)
 			index = append(index, int32(i))
 		}
