@@ -105,14 +105,18 @@ func (s *session) setLocked(sc *scope, key string, v trace.Value) {
 	ev := trace.Event{Type: trace.StateChange, ParentID: sc.parent, Key: key, Before: before, After: after}
 	var paths []string
 	if trace.IsSensitiveKey(key) {
-		for _, f := range []struct {
-			path string
-			v    *trace.Value
-		}{{"/before", &ev.Before}, {"/after", &ev.After}} {
-			if !f.v.IsNull() && !f.v.IsAbsent() && f.v.Canonical() != redactedValue.Canonical() {
-				*f.v = redactedValue
-				paths = append(paths, f.path)
-			}
+		// (Field by field: the address of a field of ev would move ev, and
+		// so every state write, to the heap.)
+		hides := func(v trace.Value) bool {
+			return !v.IsNull() && !v.IsAbsent() && v.Canonical() != redactedValue.Canonical()
+		}
+		if hides(ev.Before) {
+			ev.Before = redactedValue
+			paths = append(paths, "/before")
+		}
+		if hides(ev.After) {
+			ev.After = redactedValue
+			paths = append(paths, "/after")
 		}
 		ev.Redactions = paths
 	}

@@ -206,9 +206,7 @@ func (v Value) Str() (string, bool) {
 	if !strings.ContainsRune(v.raw, '\\') {
 		return v.raw[1 : len(v.raw)-1], true
 	}
-	var s string
-	_ = json.Unmarshal([]byte(v.raw), &s)
-	return s, true
+	return unquote(v.raw), true
 }
 
 // Int returns the integer held by v, and whether v is an integer that fits in
@@ -254,11 +252,9 @@ func (v Value) Members() iter.Seq2[string, Value] {
 		i := 1
 		for i < len(s)-1 {
 			kEnd := skipValue(s, i)
-			var key string
-			if strings.IndexByte(s[i:kEnd], '\\') < 0 {
-				key = s[i+1 : kEnd-1]
-			} else {
-				_ = json.Unmarshal([]byte(s[i:kEnd]), &key)
+			key := s[i+1 : kEnd-1]
+			if strings.IndexByte(key, '\\') >= 0 {
+				key = unquote(s[i:kEnd])
 			}
 			vEnd := skipValue(s, kEnd+1)
 			if !yield(key, Value{s[kEnd+1 : vEnd]}) {
@@ -267,6 +263,15 @@ func (v Value) Members() iter.Seq2[string, Value] {
 			i = vEnd + 1
 		}
 	}
+}
+
+// unquote decodes a JSON string literal holding escapes. (On its own, so
+// that the string it decodes into does not move every key of Members to
+// the heap.)
+func unquote(lit string) string {
+	var out string
+	_ = json.Unmarshal([]byte(lit), &out)
+	return out
 }
 
 // Get returns the member of an object with the given key, or Absent.
