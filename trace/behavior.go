@@ -190,18 +190,20 @@ func callPayload(input, output Value, status string) Value {
 }
 
 // object1 and object2 build small objects whose keys are given in canonical
-// order; values are never absent.
+// order; values are never absent. The keys are plain identifiers: they are
+// written as they are, in one allocation.
 func object1(k string, v Value) Value {
-	return Value{string(appendQuoted([]byte{'{'}, k)) + ":" + v.raw + "}"}
+	b := make([]byte, 0, len(k)+len(v.raw)+5)
+	b = append(append(append(b, `{"`...), k...), `":`...)
+	b = append(b, v.raw...)
+	return Value{owned(append(b, '}'))}
 }
 
 func object2(k1 string, v1 Value, k2 string, v2 Value) Value {
-	b := appendQuoted([]byte{'{'}, k1)
-	b = append(b, ':')
+	b := make([]byte, 0, len(k1)+len(v1.raw)+len(k2)+len(v2.raw)+9)
+	b = append(append(append(b, `{"`...), k1...), `":`...)
 	b = append(b, v1.raw...)
-	b = append(b, ',')
-	b = appendQuoted(b, k2)
-	b = append(b, ':')
+	b = append(append(append(b, `,"`...), k2...), `":`...)
 	b = append(b, v2.raw...)
 	return Value{owned(append(b, '}'))}
 }
