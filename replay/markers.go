@@ -77,7 +77,7 @@ func Set(ctx context.Context, key string, value any) error {
 	if key == "" || strings.HasPrefix(key, "@") {
 		return fmt.Errorf("replay.Set: state key %q is not allowed: keys must be non-empty and must not start with '@' (reserved for markers)", key)
 	}
-	v, err := valueOf(value)
+	v, err := sc.s.valueOf(value)
 	if err != nil {
 		return fmt.Errorf("replay.Set: state '%s': %w", key, err)
 	}

@@ -111,6 +111,8 @@ type Prepared struct {
 	pathsOnce sync.Once
 	paths     []string // scope path inside each event (see pathOf)
 
+	memo *memo // plain values encoded and outputs decoded by its replays (memo.go)
+
 	reasonsOnce sync.Once
 	reasons     map[[2]string]string // (event id, path) → reason of the base's redaction entries
 }
@@ -135,6 +137,7 @@ func prepare(base *trace.Trace) *Prepared {
 		hashState: make([]atomic.Uint32, n),
 
 		cleanState: make([]atomic.Uint32, n),
+		memo:       newMemo(n),
 	}
 	for i := n - 1; i >= 0; i-- { // backwards: the first event with an id wins
 		p.index[evs[i].ID] = int32(i)

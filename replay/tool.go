@@ -33,7 +33,7 @@ func callTool[In, Out any](ctx context.Context, sc *scope, name string, fn func(
 	if name == "" {
 		return zero, errors.New("replay.Tool: the tool name is empty; name every tool so that it can be matched on replay")
 	}
-	raw, err := valueOf(in)
+	raw, err := sc.s.valueOf(in)
 	if err != nil {
 		return zero, fmt.Errorf("replay: tool '%s': the input cannot be recorded: %w", name, err)
 	}
@@ -75,7 +75,8 @@ func decodeServed[T any](sc *scope, kind CallKind, label string, v trace.Value) 
 	if v.IsAbsent() || v.IsNull() {
 		return out, nil
 	}
-	if err := v.Decode(&out); err != nil {
+	out, err := decodeMemo[T](sc.s, v)
+	if err != nil {
 		e := &MismatchError{Kind: kind, Label: label, Step: -1,
 			msg: fmt.Sprintf("recorded output of %s '%s' does not decode into %T: %v", kind, label, out, err)}
 		sc.s.mu.Lock()
