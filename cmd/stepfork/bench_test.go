@@ -1,0 +1,187 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stepfork/stepfork/internal/pybundle"
+)
+
+// Benchmarks of workload B of issue 13: `stepfork diff --json` and
+// `stepfork validate --verify-integrity` of large bundles of the shape
+// Python stepfork's recorder writes (internal/pybundle): 10,000 calls
+// (20,002 events, ~17.6 MB) against its changed copy (1 % of tool outputs
+// changed), and validation of that bundle and of one of 100,000 calls
+// (200,002 events, ~177 MB). The bundles are generated once per test
+// binary, only when a benchmark asks for them, into a temporary directory
+// that TestMain removes.
+//
+// BenchmarkCLIDiffJSON and BenchmarkCLIValidateIntegrity run the command in
+// process (run, as main calls it, output to io.Discard) and report CPU time
+// per operation (cpu-ns/op: user + system time of the process, which stays
+// meaningful on a shared machine) and allocations. BenchmarkCLIProcess runs
+// the built binary and reports the whole process: wall time, CPU time and
+// peak RSS (maxrss-MiB, the largest of the runs). Commands and figures: trace/BENCHMARKS.md.
+
+var benchBundles struct {
+	sync.Mutex
+	dir   string
+	paths map[string]string
+}
+
+// benchBundle returns the path of the generated bundle of calls calls (the
+// changed copy with changed set), generating it on first use.
+func benchBundle(b *testing.B, calls int, changed bool) string {
+	b.Helper()
+	benchBundles.Lock()
+	defer benchBundles.Unlock()
+	name := fmt.Sprintf("run_%d_calls.sftrace", calls)
+	if changed {
+		name = fmt.Sprintf("run_%d_calls.changed.sftrace", calls)
+	}
+	if p, ok := benchBundles.paths[name]; ok {
+		return p
+	}
+	if benchBundles.dir == "" {
+		dir, err := os.MkdirTemp("", "stepfork-cli-bench-")
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchBundles.dir, benchBundles.paths = dir, map[string]string{}
+	}
+	p := filepath.Join(benchBundles.dir, name)
+	if err := pybundle.Write(p, calls, changed); err != nil {
+		b.Fatal(err)
+	}
+	benchBundles.paths[name] = p
+	return p
+}
+
+// removeBenchBundles removes what benchBundle generated; TestMain calls it.
+func removeBenchBundles() {
+	if benchBundles.dir != "" {
+		os.RemoveAll(benchBundles.dir)
+	}
+}
+
+// cpuTime returns the CPU time (user + system) this process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// reportCPU reports the CPU time used since start per operation.
+func reportCPU(b *testing.B, start time.Duration) {
+	b.Helper()
+	b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
+}
+
+// timeCmd is GNU time, which BenchmarkCLIProcess runs the binary under.
+const timeCmd = "/usr/bin/time"
+
+// runInProcess runs the stepfork command line args as main does, its
+// output discarded, and fails b unless it exits with want.
+func runInProcess(b *testing.B, want int, args ...string) {
+	b.Helper()
+	if code := run(args, newEnv(io.Discard, io.Discard, func(string) string { return "" })); code != want {
+		b.Fatalf("stepfork %v: exit code %d, want %d", args, code, want)
+	}
+}
+
+// BenchmarkCLIDiffJSON is `stepfork diff --json` of the 10,000-call bundle
+// against its changed copy.
+func BenchmarkCLIDiffJSON(b *testing.B) {
+	base, changed := benchBundle(b, 10_000, false), benchBundle(b, 10_000, true)
+	b.ReportAllocs()
+	defer reportCPU(b, cpuTime())
+	for b.Loop() {
+		runInProcess(b, exitDifferent, "diff", "--json", base, changed)
+	}
+}
+
+// BenchmarkCLIValidateIntegrity is `stepfork validate --verify-integrity`
+// of the 10,000- and 100,000-call bundles.
+func BenchmarkCLIValidateIntegrity(b *testing.B) {
+	for _, calls := range []int{10_000, 100_000} {
+		b.Run(fmt.Sprintf("events=%d", pybundle.Events(calls)), func(b *testing.B) {
+			p := benchBundle(b, calls, false)
+			b.ReportAllocs()
+			defer reportCPU(b, cpuTime())
+			for b.Loop() {
+				runInProcess(b, exitOK, "validate", "--verify-integrity", p)
+			}
+		})
+	}
+}
+
+// BenchmarkCLIProcess runs the built binary (TestMain builds it) on the
+// commands of the other two benchmarks, and reports for the whole process
+// its wall time (ns/op), CPU time (cpu-ns/op) and peak resident set
+// (maxrss-MiB, the largest of the runs). The binary runs under GNU time
+// (timeCmd): a child started directly by the test process would report
+// the test process's own peak RSS as its own, since Linux keeps the high
+// water mark across the exec of a child that shares the parent's memory
+// until then (vfork), as os/exec's children do. time's wall and CPU
+// figures have a resolution of 10 ms.
+func BenchmarkCLIProcess(b *testing.B) {
+	if _, err := os.Stat(timeCmd); err != nil {
+		b.Skipf("%s is needed to measure a process's peak RSS: %v", timeCmd, err)
+	}
+	for _, c := range []struct {
+		name string
+		want int
+		args func(b *testing.B) []string
+	}{
+		{"diff-json/events=20002", exitDifferent, func(b *testing.B) []string {
+			return []string{"diff", "--json", benchBundle(b, 10_000, false), benchBundle(b, 10_000, true)}
+		}},
+		{"validate-integrity/events=20002", exitOK, func(b *testing.B) []string {
+			return []string{"validate", "--verify-integrity", benchBundle(b, 10_000, false)}
+		}},
+		{"validate-integrity/events=200002", exitOK, func(b *testing.B) []string {
+			return []string{"validate", "--verify-integrity", benchBundle(b, 100_000, false)}
+		}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			args := c.args(b)
+			var cpu time.Duration
+			var maxRSS int64
+			out := filepath.Join(b.TempDir(), "time.txt")
+			for b.Loop() {
+				cmd := exec.Command(timeCmd, append([]string{"-f", "%M %U %S", "-o", out, binary}, args...)...)
+				cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+				err := cmd.Run()
+				if code := cmd.ProcessState.ExitCode(); code != c.want {
+					b.Fatalf("stepfork %v: exit code %d (%v), want %d", args, code, err, c.want)
+				}
+				var rss int64
+				var user, sys float64
+				if data, err := os.ReadFile(out); err != nil {
+					b.Fatal(err)
+				} else if _, err := fmt.Sscanf(lastLine(string(data)), "%d %f %f", &rss, &user, &sys); err != nil {
+					b.Fatalf("%s: %q: %v", timeCmd, data, err)
+				}
+				cpu += time.Duration((user + sys) * float64(time.Second))
+				maxRSS = max(maxRSS, rss) // KiB
+			}
+			b.ReportMetric(float64(cpu)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(maxRSS)/1024, "maxrss-MiB")
+		})
+	}
+}
+
+// lastLine returns the last line of s, which GNU time writes its figures
+// on (after a line "Command exited with non-zero status 1").
+func lastLine(s string) string {
+	s = strings.TrimSuffix(s, "\n")
+	return s[strings.LastIndexByte(s, '\n')+1:]
+}
