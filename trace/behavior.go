@@ -87,17 +87,14 @@ func extractBehavior(tr *Trace) []BehaviorStep {
 			if ev.Type == LLMRequest {
 				t = StepLLM
 			}
-			output, resultID := c.Output, ""
-			if t == StepLLM || ev.Name == "http" {
-				output = httpBehavior(output)
-			}
+			resultID := ""
 			switch {
 			case c.Result >= 0:
 				resultID = evs[c.Result].ID
 			case c.Failure >= 0:
 				resultID = evs[c.Failure].ID
 			}
-			s := add(ev, t, c.Label, callPayload(ev.Input, output, string(c.Status)))
+			s := add(ev, t, c.Label, callStepPayload(t, ev.Name, ev.Input, c.Output, c.Status))
 			s.ResultID = resultID
 		case StateChange:
 			if ev.IsMarker() {
@@ -165,6 +162,16 @@ func nodeExitPayload(m Marker) Value {
 		return object1("status", status)
 	}
 	return object2("error", sanitize(StringValue(m.Error)), "status", status)
+}
+
+// callStepPayload is the payload of the step of a call of type t (the
+// tool's name, or "" for a model call) with its input and its output
+// (Call.Output) and status.
+func callStepPayload(t StepType, name string, input, output Value, status Status) Value {
+	if t == StepLLM || name == "http" {
+		output = httpBehavior(output)
+	}
+	return callPayload(input, output, string(status))
 }
 
 // callPayload builds {"input":…,"output":…,"status":…} directly: the keys

@@ -165,6 +165,39 @@ func ExampleOpen() {
 	// search_flights true {"price":320}
 }
 
+// ReadBehavior reads a run's behavior steps with a digest of each, without
+// keeping the payloads of its calls; LoadPayloads reads the payloads of the
+// steps that need them.
+func ExampleReadBehavior() {
+	dir := exampleDir()
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "booking.sftrace")
+	if err := bookingTrace().Save(path); err != nil {
+		log.Fatal(err)
+	}
+
+	events := 0
+	run, err := trace.ReadBehavior(path, func(*trace.Event) { events++ })
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(events, "events,", len(run.Steps), "steps")
+	for i, s := range run.Steps {
+		if s.Type != trace.StepTool {
+			continue
+		}
+		fmt.Println(s.Label, s.Payload.IsAbsent(), run.Digests[i] != trace.StepDigest{})
+		if err := run.LoadPayloads(i); err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(run.Steps[i].Payload)
+	}
+	// Output:
+	// 6 events, 3 steps
+	// search_flights true true
+	// {"input":{"api_key":"[REDACTED]","to":"LIS"},"output":{"price":320},"status":"ok"}
+}
+
 // Values hold JSON in the canonical form stepfork hashes: members sorted,
 // integers and floats apart, and == is canonical equality.
 func ExampleValue() {

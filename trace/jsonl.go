@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -165,6 +166,16 @@ type eventDecoder struct {
 	exact [2]bool
 	ff    []byte // scratch for the file form of a payload
 	enc   []byte // scratch for re-encoding a line
+	// digest makes a hash-only decoder note what ReadBehavior needs to
+	// know that a payload's digest stands for its behavior: whether
+	// redaction could change anything in the line (a sensitive key, noted
+	// by the canonicalizer, or what may be a credential in a payload's
+	// canonical form: mayRedact) and whether a payload has a "headers" key
+	// (http, by the slot of sums), which the behavior of an HTTP response
+	// leaves out.
+	digest    bool
+	mayRedact bool
+	http      [2]bool
 }
 
 // elidedPayload stands in for a payload that a hash-only decoder did not
@@ -180,8 +191,9 @@ func (d *eventDecoder) decode(line []byte, ev *Event) error {
 	*ev = Event{}
 	d.sums = [2]payloadSum{}
 	d.spans, d.exact = [2][2]int{}, [2]bool{}
+	d.mayRedact, d.http = false, [2]bool{}
 	c := &d.c
-	c.checkKeys, c.sensitive = d.track, false
+	c.checkKeys, c.sensitive = d.track || d.digest, false
 	c.in, c.pos, c.depth = line, 0, 0
 	defer func() { c.in = nil }()
 	c.skipSpace()
@@ -459,6 +471,12 @@ func (d *eventDecoder) payloadOrSum(slot int) (Value, error) {
 	}
 	defer d.dropLarge()
 	d.sums[slot] = payloadSum{ok: true, sum: sha256.Sum256(d.buf)}
+	if d.digest {
+		// In canonical form none of the characters of the credential
+		// anchors is escaped, and keys are written as they are.
+		d.mayRedact = d.mayRedact || mayHoldCredentialPivot(d.buf)
+		d.http[slot] = bytes.Contains(d.buf, []byte(`"headers":`))
+	}
 	if d.track {
 		d.spans[slot] = [2]int{start, c.pos}
 		d.exact[slot] = d.fileForm(c.in[start:c.pos])
@@ -467,6 +485,39 @@ func (d *eventDecoder) payloadOrSum(slot int) (Value, error) {
 		return elidedPayload, nil
 	}
 	return Value{string(d.buf)}, nil
+}
+
+// elide decodes line number n into ev for digestCalls: with the payload
+// of a call (the input of a tool_call or llm_request) or of a result (the
+// output of a tool_result or llm_response) left out, and its digest
+// returned in its slot of the sums, when the digest stands for what the
+// payload's behavior step holds: nothing in the line that redaction would
+// change, and no "headers" key in a result's output (an HTTP response,
+// whose behavior leaves out some of it). Any other event is decoded whole
+// by full. d must be a hash-only decoder noting digests.
+func (d *eventDecoder) elide(line []byte, n int, name string, ev *Event, full *eventDecoder) (payloadSums, error) {
+	if err := d.decodeLine(line, n, name, ev); err != nil {
+		return payloadSums{}, err
+	}
+	var sums payloadSums
+	if !d.mayRedact && !d.c.sensitive {
+		switch ev.Type {
+		case ToolCall, LLMRequest:
+			sums.in = d.sums[0]
+		case ToolResult, LLMResponse:
+			if !d.http[1] {
+				sums.out = d.sums[1]
+			}
+		}
+	}
+	if !sums.in.ok && !sums.out.ok {
+		return sums, full.decodeLine(line, n, name, ev)
+	}
+	ev.Input, ev.Output = Value{}, Value{}
+	// The payload hashes the file records stand for the payloads left out;
+	// they are not kept (the digests are the payloads' own).
+	ev.InputHash, ev.OutputHash = "", ""
+	return sums, nil
 }
 
 // fileForm reports whether raw, the text of a payload in a line, is the
@@ -531,6 +582,77 @@ func mayHoldCredentialBytes(b []byte) bool {
 		}
 	}
 	return containsFoldBearerBytes(b, 'b') || containsFoldBearerBytes(b, 'B')
+}
+
+// credentialPivots are the bytes mayHoldCredentialPivot stops at, rarer
+// in text than the first bytes of the credential anchors: each anchor
+// holds one of them.
+var credentialPivots = []byte("-_AJP.xbB")
+
+// pivotAnchor is a credential anchor and where its pivot byte is in it.
+type pivotAnchor struct {
+	s    string
+	at   int
+	fold bool // "bearer", in any ASCII case
+}
+
+// anchorsByPivot holds every credential anchor (and "bearer") under the
+// first of credentialPivots that it holds.
+var anchorsByPivot = func() (t [256][]pivotAnchor) {
+	add := func(a string, fold bool) {
+		for _, p := range credentialPivots {
+			if fold && p != 'b' {
+				continue
+			}
+			if i := strings.IndexByte(a, p); i >= 0 {
+				t[p] = append(t[p], pivotAnchor{a, i, fold})
+				if fold {
+					t['B'] = append(t['B'], pivotAnchor{a, i, fold})
+				}
+				return
+			}
+		}
+		panic("trace: credential anchor " + a + " holds none of the pivot bytes")
+	}
+	for _, a := range credentialAnchors {
+		add(a, false)
+	}
+	add("bearer", true)
+	return t
+}()
+
+var isCredentialPivot = func() (t [256]bool) {
+	for _, p := range credentialPivots {
+		t[p] = true
+	}
+	return t
+}()
+
+// mayHoldCredentialPivot is mayHoldCredentialBytes in one pass: it stops
+// only at the bytes of credentialPivots and looks for the anchors that
+// hold that byte around it, which costs a fraction of looking for each
+// anchor in turn. Like mayHoldCredentialBytes, it applies to canonical
+// JSON text, where none of the anchors' characters is escaped.
+func mayHoldCredentialPivot(b []byte) bool {
+	for i, c := range b {
+		if !isCredentialPivot[c] {
+			continue
+		}
+		for _, a := range anchorsByPivot[c] {
+			st := i - a.at
+			if st < 0 || st+len(a.s) > len(b) {
+				continue
+			}
+			if a.fold {
+				if bytes.EqualFold(b[st:st+len(a.s)], []byte(a.s)) {
+					return true
+				}
+			} else if string(b[st:st+len(a.s)]) == a.s {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // containsFoldBearerBytes reports whether "bearer", in any ASCII case and

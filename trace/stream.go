@@ -41,6 +41,7 @@ type Reader struct {
 	curLine  int         // and its line number
 	curSaved bool        // and, decoding on workers, whether it is in saved form
 	curSums  payloadSums // and, decoding on workers, its payload digests
+	curOff   int64       // and, with digestCalls, the offset of its line
 	skip     bool        // opened with SkipPayloads
 	full     *eventDecoder
 	workers  int // opened with Workers
@@ -53,6 +54,7 @@ type openConfig struct {
 	skipPayloads bool
 	savedForm    bool // note, for every event, whether its line is in saved form
 	digest       bool // hash events.jsonl while it is read (eventsDigest)
+	calls        bool // digestCalls
 	workers      int
 }
 
@@ -78,6 +80,12 @@ func Workers(n int) OpenOption { return func(c *openConfig) { c.workers = n } }
 // anything redaction would change, which costs about as much as validating
 // the payload hashes.
 func checkSavedForm() OpenOption { return func(c *openConfig) { c.savedForm = true } }
+
+// digestCalls makes Events leave out the payloads of calls and their
+// results where a digest can stand for them (see eventDecoder.elide);
+// Reader.payloadSums then gives the digests of what was left out, and
+// Reader.lineOffset where the line is.
+func digestCalls() OpenOption { return func(c *openConfig) { c.calls = true } }
 
 // hashEvents makes Events hash events.jsonl while it reads it, so that
 // eventsDigest needs no second read.
@@ -118,6 +126,9 @@ func Open(path string, opts ...OpenOption) (*Reader, error) {
 	r.dec.track = cfg.savedForm
 	if cfg.skipPayloads {
 		r.skip, r.dec.hashOnly = true, true
+	}
+	if cfg.calls {
+		r.dec.hashOnly, r.dec.digest = true, true
 	}
 	return r, nil
 }
@@ -162,7 +173,15 @@ func (r *Reader) Events() iter.Seq2[*Event, error] {
 				return
 			}
 			if err == nil {
-				err = r.dec.decodeLine(line, n, r.lines.name, &ev)
+				if r.dec.digest {
+					if r.full == nil {
+						r.full = new(eventDecoder)
+					}
+					r.curSums, err = r.dec.elide(line, n, r.lines.name, &ev, r.full)
+					r.curOff = r.lines.start
+				} else {
+					err = r.dec.decodeLine(line, n, r.lines.name, &ev)
+				}
 			}
 			if err != nil {
 				r.done = true
@@ -203,7 +222,7 @@ func (r *Reader) rawLine() (line []byte, saved bool) {
 // payloadSums returns the payload digests of the event last yielded by
 // Events, when the decoder hashes only (zero otherwise).
 func (r *Reader) payloadSums() payloadSums {
-	if r.workers > 1 {
+	if r.workers > 1 || r.dec.digest {
 		return r.curSums
 	}
 	return payloadSums{in: r.dec.sums[0], out: r.dec.sums[1]}
@@ -229,6 +248,10 @@ func (r *Reader) Decode(ev *Event) error {
 func (r *Reader) eventsDigest() string {
 	return r.lines.src.digest(r.f, r.src)
 }
+
+// lineOffset returns the offset in events.jsonl of the line of the event
+// last yielded by Events, when it was opened with digestCalls.
+func (r *Reader) lineOffset() int64 { return r.curOff }
 
 // line returns the number of the line of the event last yielded by Events
 // (1-based); without workers, the number of the last line read.
@@ -285,6 +308,9 @@ type lineReader struct {
 	n    int
 	long []byte // a line longer than br's buffer
 	scan []byte // scratch for lineLength
+	// start is the offset in the file of the line next returned last, off
+	// that of the line after it.
+	start, off int64
 }
 
 // lineLength returns the length of the line that starts have bytes before
@@ -321,6 +347,7 @@ func (l *lineReader) reset(r io.Reader, name string) {
 	l.src = digestReader{r: r, sum: sha256.New()}
 	l.br = bufio.NewReaderSize(&l.src, 256<<10)
 	l.name, l.n = name, 0
+	l.start, l.off = 0, 0
 }
 
 // digest returns the hex SHA-256 of the bytes read so far from a reader
@@ -426,6 +453,7 @@ func (l *lineReader) next() ([]byte, int, error) {
 	if len(line) == 0 && err == io.EOF {
 		return nil, l.n, io.EOF
 	}
+	l.start, l.off = l.off, l.off+int64(len(line))
 	l.n++
 	if l.n == 1 && bytes.HasPrefix(line, utf8BOM) {
 		return nil, l.n, &LineError{File: l.name, Line: 1, Msg: "invalid JSON: unexpected UTF-8 byte order mark; save the file as UTF-8 without a BOM"}
@@ -448,8 +476,9 @@ const linesPerBatch = 128
 // worker (Workers) has decoded them, their events.
 type lineBatch struct {
 	data   []byte
-	ends   []int // end of each line in data
-	first  int   // number of the first line
+	ends   []int   // end of each line in data
+	offs   []int64 // offset of each line in the file (with digestCalls)
+	first  int     // number of the first line
 	events []Event
 	saved  []bool        // whether each line is in saved form (with checkSavedForm)
 	sums   []payloadSums // payload digests of each event (hash-only decoding)
@@ -467,14 +496,24 @@ func (b *lineBatch) line(i int) []byte {
 	return b.data[start:b.ends[i]]
 }
 
-// decode decodes the lines of the batch with d, as Events would one by one.
-func (b *lineBatch) decode(d *eventDecoder, name string, skip bool) {
+// decode decodes the lines of the batch with d, as Events would one by one
+// (with digestCalls, full decodes what d leaves whole).
+func (b *lineBatch) decode(d, full *eventDecoder, name string, skip bool) {
 	k := len(b.ends)
 	b.events = slices.Grow(b.events[:0], k)[:k]
 	b.saved = slices.Grow(b.saved[:0], k)[:k]
 	b.sums = slices.Grow(b.sums[:0], k)[:k]
 	for i := range k {
 		ev, line := &b.events[i], b.line(i)
+		if d.digest {
+			sums, err := d.elide(line, b.first+i, name, ev, full)
+			if err != nil {
+				b.n, b.err = i, err
+				return
+			}
+			b.saved[i], b.sums[i] = false, sums
+			continue
+		}
 		if err := d.decodeLine(line, b.first+i, name, ev); err != nil {
 			b.n, b.err = i, err
 			return
@@ -511,12 +550,16 @@ func (r *Reader) eventsOnWorkers(yield func(*Event, error) bool) {
 		wg.Wait()
 		r.cur, r.curEv, r.curSaved = nil, nil, false
 	}()
-	name, hashOnly, track, skip := r.lines.name, r.dec.hashOnly, r.dec.track, r.skip
+	name, hashOnly, track, skip, digest := r.lines.name, r.dec.hashOnly, r.dec.track, r.skip, r.dec.digest
 	for range r.workers {
 		wg.Go(func() {
-			d := eventDecoder{hashOnly: hashOnly, track: track}
+			d := eventDecoder{hashOnly: hashOnly, track: track, digest: digest}
+			var full *eventDecoder
+			if digest {
+				full = new(eventDecoder)
+			}
 			for b := range work {
-				b.decode(&d, name, skip)
+				b.decode(&d, full, name, skip)
 				b.ready <- struct{}{}
 			}
 		})
@@ -531,7 +574,7 @@ func (r *Reader) eventsOnWorkers(yield func(*Event, error) bool) {
 				return
 			case b = <-free:
 			}
-			b.data, b.ends, b.err = b.data[:0], b.ends[:0], nil
+			b.data, b.ends, b.offs, b.err = b.data[:0], b.ends[:0], b.offs[:0], nil
 			last := false
 			for len(b.ends) < linesPerBatch {
 				line, n, err := r.lines.next()
@@ -548,6 +591,9 @@ func (r *Reader) eventsOnWorkers(yield func(*Event, error) bool) {
 				}
 				b.data = append(b.data, line...)
 				b.ends = append(b.ends, len(b.data))
+				if digest {
+					b.offs = append(b.offs, r.lines.start)
+				}
 			}
 			order <- b
 			work <- b
@@ -561,6 +607,9 @@ func (r *Reader) eventsOnWorkers(yield func(*Event, error) bool) {
 		for i := range b.n {
 			r.cur, r.curEv, r.curSaved, r.curLine = b.line(i), &b.events[i], b.saved[i], b.first+i
 			r.curSums = b.sums[i]
+			if digest {
+				r.curOff = b.offs[i]
+			}
 			if !yield(r.curEv, nil) {
 				return
 			}

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"strings"
 
-	"github.com/stepfork/stepfork/trace"
 	"github.com/stepfork/stepfork/trace/diff"
 )
 
@@ -47,28 +46,26 @@ type diffOptions struct {
 }
 
 func (o *diffOptions) run(e *env, basePath, variantPath string) int {
-	base, err := trace.Load(basePath)
-	if err == nil {
-		var variant *trace.Trace
-		if variant, err = trace.Load(variantPath); err == nil {
-			return o.compare(e, base, variant, basePath, variantPath)
-		}
-	}
-	if o.json {
-		e.writeJSON(errorJSON("unreadable_trace", err.Error()))
-	} else {
-		e.println(e.paint(styleRed, "Unable to compare traces."))
-		e.println(clean(err.Error()))
-	}
-	return exitInput
-}
-
-func (o *diffOptions) compare(e *env, base, variant *trace.Trace, basePath, variantPath string) int {
 	opts := []diff.Option{diff.DisplayPaths(basePath, variantPath)}
 	if o.align == "position" {
 		opts = append(opts, diff.AlignPosition())
 	}
-	d := diff.Runs(base, variant, opts...)
+	d, err := diff.Bundles(basePath, variantPath, opts...)
+	if err != nil {
+		if o.json {
+			e.writeJSON(errorJSON("unreadable_trace", err.Error()))
+		} else {
+			e.println(e.paint(styleRed, "Unable to compare traces."))
+			e.println(clean(err.Error()))
+		}
+		return exitInput
+	}
+	return o.print(e, d, basePath, variantPath)
+}
+
+// print prints the diff d of the bundles at basePath and variantPath and
+// returns the exit code.
+func (o *diffOptions) print(e *env, d *diff.Result, basePath, variantPath string) int {
 	code := exitOK
 	if !d.Equivalent() {
 		code = exitDifferent

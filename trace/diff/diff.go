@@ -277,6 +277,21 @@ func (db *Prepared) diff(variant *trace.Trace, bs []trace.BehaviorStep) *Result 
 	} else {
 		pairs = alignNumbered(bs, db.numbers, vs)
 	}
+	d.addSteps(pairs, bs, vs, func(b, v *trace.BehaviorStep, _, _ int) bool {
+		return b.Type == v.Type && b.Label == v.Label && b.Payload == v.Payload
+	})
+	d.State = stateDeltas(db.state, finalState(variant))
+	d.TokensDelta = d.Variant.Tokens - d.Base.Tokens
+	d.CostDelta = d.Variant.CostUSD - d.Base.CostUSD
+	return d
+}
+
+// addSteps fills d.Steps, the counts and the divergence from the alignment
+// pairs of the base steps bs and the variant steps vs. equal reports
+// whether two aligned steps (and their indexes in bs and vs) are equal
+// when the alignment does not already know; unequal ones are compared
+// field by field.
+func (d *Result) addSteps(pairs []stepPair, bs, vs []trace.BehaviorStep, equal func(b, v *trace.BehaviorStep, bi, vi int) bool) {
 	d.Steps = make([]Step, len(pairs))
 	bi, vi := 0, 0
 	for n, p := range pairs {
@@ -294,7 +309,7 @@ func (db *Prepared) diff(variant *trace.Trace, bs []trace.BehaviorStep) *Result 
 		default:
 			b, v := &bs[p.b], &vs[p.v]
 			sd.Type, sd.Label, sd.Base, sd.Variant = b.Type, b.Label, b, v
-			if p.same || (b.Type == v.Type && b.Label == v.Label && b.Payload == v.Payload) {
+			if p.same || equal(b, v, p.b, p.v) {
 				sd.Fields = payloadFields(b)
 			} else {
 				sd.Fields, sd.Changes = compareSteps(b, v)
@@ -318,25 +333,39 @@ func (db *Prepared) diff(variant *trace.Trace, bs []trace.BehaviorStep) *Result 
 			vi = p.v + 1
 		}
 	}
-	d.State = stateDeltas(db.state, finalState(variant))
-	d.TokensDelta = d.Variant.Tokens - d.Base.Tokens
-	d.CostDelta = d.Variant.CostUSD - d.Base.CostUSD
-	return d
 }
 
 func summarize(tr *trace.Trace, displayPath string, steps int) Summary {
-	s := Summary{Path: displayPath, AgentName: tr.AgentName, RunID: tr.RunID, Status: tr.Status,
-		Events: len(tr.Events), Steps: steps}
+	var a summer
 	for i := range tr.Events {
-		ev := &tr.Events[i]
-		switch ev.Type {
-		case trace.RunEnd:
-			s.RunEnd = ev.RunStatus
-		case trace.LLMResponse:
-			s.Tokens += ev.Tokens()
-		}
+		a.add(&tr.Events[i])
 	}
-	if c := trace.TotalsOf(tr.Events).CostUSD; c != nil {
+	return a.summary(&tr.Manifest, displayPath, steps)
+}
+
+// summer accumulates what a Summary counts, event by event.
+type summer struct {
+	runEnd trace.RunStatus
+	tokens int64
+	totals trace.Totals
+}
+
+func (a *summer) add(ev *trace.Event) {
+	a.totals.Add(ev)
+	switch ev.Type {
+	case trace.RunEnd:
+		a.runEnd = ev.RunStatus
+	case trace.LLMResponse:
+		a.tokens += ev.Tokens()
+	}
+}
+
+// summary returns the Summary of the run of manifest m whose events were
+// added.
+func (a *summer) summary(m *trace.Manifest, displayPath string, steps int) Summary {
+	s := Summary{Path: displayPath, AgentName: m.AgentName, RunID: m.RunID, Status: m.Status,
+		Events: a.totals.Events, Steps: steps, RunEnd: a.runEnd, Tokens: a.tokens}
+	if c := a.totals.CostUSD; c != nil {
 		s.CostUSD = *c
 	}
 	return s
@@ -630,17 +659,21 @@ func sanitize(v trace.Value) trace.Value {
 func finalState(tr *trace.Trace) map[string]trace.Value {
 	st := make(map[string]trace.Value)
 	for i := range tr.Events {
-		ev := &tr.Events[i]
-		if ev.Type != trace.StateChange || ev.Key == "" || ev.IsMarker() {
-			continue
-		}
-		if ev.After.IsAbsent() {
-			delete(st, ev.Key)
-			continue
-		}
-		st[ev.Key] = sanitize(ev.After)
+		addState(st, &tr.Events[i])
 	}
 	return st
+}
+
+// addState applies ev to the final state st when it changes a plain key.
+func addState(st map[string]trace.Value, ev *trace.Event) {
+	if ev.Type != trace.StateChange || ev.Key == "" || ev.IsMarker() {
+		return
+	}
+	if ev.After.IsAbsent() {
+		delete(st, ev.Key)
+		return
+	}
+	st[ev.Key] = sanitize(ev.After)
 }
 
 // stateDeltas compares the final states of the base and the variant run
@@ -762,19 +795,6 @@ func alignLCS(bs, vs []trace.BehaviorStep) []stepPair {
 // numbers are those numberSteps gives the base steps followed by the
 // variant's.
 func alignNumbered(bs []trace.BehaviorStep, bn *stepNumbers, vs []trace.BehaviorStep) []stepPair {
-	type coarseKey struct {
-		t     trace.StepType
-		label string
-	}
-	coarse := interner[coarseKey]{make(map[coarseKey]int32)}
-	// coarseKeys is only needed inside the stretches the LCS leaves open.
-	coarseKeys := func(steps []trace.BehaviorStep) []int32 {
-		co := make([]int32, len(steps))
-		for i := range steps {
-			co[i] = coarse.id(coarseKey{steps[i].Type, steps[i].Label})
-		}
-		return co
-	}
 	bex, vex := bn.ids, make([]int32, len(vs))
 	nids := int32(len(bn.byKey))
 	var more map[exactKey]int32 // the variant's steps the base lacks
@@ -795,6 +815,26 @@ func alignNumbered(bs []trace.BehaviorStep, bn *stepNumbers, vs []trace.Behavior
 		vex[i] = id
 	}
 
+	return alignIDs(bs, vs, bex, vex, nids)
+}
+
+// alignIDs is the alignment of alignNumbered, given the numbers of the
+// base steps (bex) and of the variant steps (vex) by exact content, below
+// nids.
+func alignIDs(bs, vs []trace.BehaviorStep, bex, vex []int32, nids int32) []stepPair {
+	type coarseKey struct {
+		t     trace.StepType
+		label string
+	}
+	coarse := interner[coarseKey]{make(map[coarseKey]int32)}
+	// coarseKeys is only needed inside the stretches the LCS leaves open.
+	coarseKeys := func(steps []trace.BehaviorStep) []int32 {
+		co := make([]int32, len(steps))
+		for i := range steps {
+			co[i] = coarse.id(coarseKey{steps[i].Type, steps[i].Label})
+		}
+		return co
+	}
 	var out []stepPair
 	// gap aligns the unmatched stretch bs[b0:b1] / vs[v0:v1].
 	gap := func(b0, b1, v0, v1 int) {

@@ -66,3 +66,34 @@ func ExampleFirstDifference() {
 	fmt.Println(path, expected, actual)
 	// Output: args[1] 2 2.0
 }
+
+// Bundles compares two saved runs without loading them: only the payloads
+// of the steps that differ are read again.
+func ExampleBundles() {
+	dir, err := os.MkdirTemp("", "bundles-example-")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	base, variant := dir+"/base.sftrace", dir+"/variant.sftrace"
+	if err := booking("run_base", 320, false).Save(base); err != nil {
+		panic(err)
+	}
+	if err := booking("run_variant", 450, false).Save(variant); err != nil {
+		panic(err)
+	}
+
+	d, err := diff.Bundles(base, variant)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("equivalent:", d.Equivalent())
+	for _, s := range d.Steps {
+		for _, c := range s.Changes {
+			fmt.Printf("%s %s: %s %s → %s\n", s.Type, s.Label, c.Path, c.Expected, c.Actual)
+		}
+	}
+	// Output:
+	// equivalent: false
+	// tool search_flights: output.price 320 → 450
+}

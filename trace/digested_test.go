@@ -1,0 +1,184 @@
+package trace
+
+import (
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// digestedBundles returns bundles for ReadBehavior: the shipped and vector
+// bundles, and saved runs edited by hand so that redaction changes a
+// payload (a sensitive key, a credential), an output is an HTTP response,
+// a payload is not in canonical form, and a recorded hash lies.
+func digestedBundles(t *testing.T) []string {
+	t.Helper()
+	paths := vectorBundles(t)
+	shipped, err := filepath.Glob("../testdata/*.sftrace")
+	if err != nil || len(shipped) == 0 {
+		t.Fatalf("no shipped bundles: %v", err)
+	}
+	paths = append(paths, shipped...)
+	run := built(t, func(b *Builder) {
+		b.RunStart(map[string]any{"q": "Kathmandu"})
+		b.LLM("openai", "gpt-test", map[string]any{"messages": []any{"hi"}}, map[string]any{"tool": "search"})
+		b.Tool("search", map[string]any{"to": "KTM"}, map[string]any{"price": 320.5, "note": "PLACEHOLDER"})
+		b.Tool("http", map[string]any{"url": "https://example.com"}, map[string]any{"status": 200, "headers": map[string]any{"x-id": "a1"}, "body": "ok"})
+		c := b.ToolCall("search", map[string]any{"to": "PKR"})
+		b.ToolFailure(c, "Timeout", "no answer")
+		b.LLMRequest("openai", "gpt-test", map[string]any{"messages": []any{"unanswered"}})
+		b.State("cart", nil, map[string]any{"items": 2})
+		b.RunEnd(RunCompleted, map[string]any{"ok": true})
+	})
+	for _, edit := range []struct{ name, old, new string }{
+		{"plain", "", ""},
+		{"sensitive-key", `"note":"PLACEHOLDER"`, `"api_key":"abc","note":"PLACEHOLDER"`},
+		{"credential", `"PLACEHOLDER"`, `"sk-abcdefghijklmnop"`},
+		{"escaped-credential", `"PLACEHOLDER"`, `"\u0073k-abcdefghijklmnop"`},
+		{"not-canonical", `{"note":"PLACEHOLDER","price":320.5}`, `{ "price" : 320.50, "note":"PLACEHOLDER" }`},
+		{"lying-hash", `"PLACEHOLDER"`, `"changed, hash kept"`},
+	} {
+		p := bundleOf(t, run)
+		if edit.old != "" {
+			editFile(t, p, EventsFile, func(s string) string {
+				if !strings.Contains(s, edit.old) {
+					t.Fatalf("%s: %q is not in events.jsonl", edit.name, edit.old)
+				}
+				return strings.Replace(s, edit.old, edit.new, 1)
+			})
+		}
+		paths = append(paths, p)
+	}
+	return paths
+}
+
+// TestReadBehavior checks that ReadBehavior gives the steps Behavior gives
+// for the loaded bundle, payloads aside, with the digests of those steps,
+// and that LoadPayloads then gives them whole.
+func TestReadBehavior(t *testing.T) {
+	t.Parallel()
+	for _, p := range digestedBundles(t) {
+		t.Run(filepath.Base(filepath.Dir(p))+"/"+filepath.Base(p), func(t *testing.T) {
+			t.Parallel()
+			tr, err := Load(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := tr.Behavior()
+			var visited []Event
+			run, err := ReadBehavior(p, func(ev *Event) { visited = append(visited, *ev) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(visited) != len(tr.Events) {
+				t.Fatalf("visited %d events, want %d", len(visited), len(tr.Events))
+			}
+			for i, got := range visited {
+				w := tr.Events[i]
+				if got.Input.IsAbsent() && got.Output.IsAbsent() && (!w.Input.IsAbsent() || !w.Output.IsAbsent()) {
+					w.Input, w.Output, w.InputHash, w.OutputHash = Value{}, Value{}, "", "" // read as a digest
+				}
+				if diff := cmp.Diff(w, got, cmp.AllowUnexported(Value{})); diff != "" {
+					t.Fatalf("event %d (-Load +visited):\n%s", i, diff)
+				}
+			}
+			if len(run.Steps) != len(want) || len(run.Digests) != len(want) {
+				t.Fatalf("%d steps and %d digests, want %d steps", len(run.Steps), len(run.Digests), len(want))
+			}
+			var all []int
+			elided := 0
+			for i := range want {
+				if run.Steps[i].Payload.IsAbsent() {
+					elided++
+				}
+				if run.Digests[i] != stepDigest(&want[i]) {
+					t.Errorf("step %d (%s %s): digest differs from that of the loaded step", i, want[i].Type, want[i].Label)
+				}
+				got := run.Steps[i]
+				if got.Payload.IsAbsent() {
+					got.Payload = want[i].Payload
+				}
+				if diff := cmp.Diff(want[i], got, cmp.AllowUnexported(Value{})); diff != "" {
+					t.Errorf("step %d (-Behavior +ReadBehavior):\n%s", i, diff)
+				}
+				all = append(all, i)
+			}
+			// Python's recorded run has 1,000 calls, none with anything
+			// to redact: each is read as digests only.
+			if strings.Contains(p, "run_1000_calls") && elided != 1000 {
+				t.Errorf("%d steps read as digests, want 1000", elided)
+			}
+			if run.Manifest.RunID != tr.RunID || run.Path != p {
+				t.Errorf("run %s at %s, want %s at %s", run.Manifest.RunID, run.Path, tr.RunID, p)
+			}
+			if err := run.LoadPayloads(all...); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want, run.Steps, cmp.AllowUnexported(Value{})); diff != "" {
+				t.Errorf("after LoadPayloads (-Behavior +ReadBehavior):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestReadBehaviorDigestsDistinguish checks that steps whose payloads
+// differ get different digests, and that a bundle edited after it was read
+// makes LoadPayloads fail rather than give other payloads.
+func TestReadBehaviorDigestsDistinguish(t *testing.T) {
+	t.Parallel()
+	tr := built(t, func(b *Builder) {
+		b.RunStart(nil)
+		b.Tool("search", map[string]any{"to": "KTM"}, map[string]any{"price": 1})
+		b.Tool("search", map[string]any{"to": "KTM"}, map[string]any{"price": 1.0})
+		b.Tool("search", map[string]any{"to": "KTM"}, map[string]any{"price": 1})
+		b.Tool("search", map[string]any{"to": "PKR"}, map[string]any{"price": 1})
+		b.Tool("other", map[string]any{"to": "KTM"}, map[string]any{"price": 1})
+		b.RunEnd(RunCompleted, nil)
+	})
+	p := bundleOf(t, tr)
+	run, err := ReadBehavior(p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := run.Digests
+	if d[0] == d[1] || d[0] != d[2] || d[0] == d[3] || d[0] == d[4] || d[3] == d[4] {
+		t.Errorf("digests of steps 0-4: equal where payloads differ, or differ where they are equal")
+	}
+	editFile(t, p, EventsFile, replace(`"output":{"price":1}`, `"output":{"price":2}`))
+	if err := run.LoadPayloads(0); err == nil || !strings.Contains(err.Error(), "changed while it was read") {
+		t.Errorf("LoadPayloads after an edit: %v, want an error saying the file changed", err)
+	}
+}
+
+// TestMayHoldCredentialPivot checks that the one-pass filter that decides
+// whether a payload may be read as a digest says yes wherever
+// mayHoldCredential does: for every anchor at every place in text, and for
+// random text made of the anchors' bytes.
+func TestMayHoldCredentialPivot(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(1, 2))
+	anchors := append(slices.Clone(credentialAnchors), "bearer", "BeArEr")
+	for _, a := range anchors {
+		for _, pre := range []string{"", "x", "café ", `{"k":"`} {
+			for _, post := range []string{"", "y", `"}`} {
+				s := pre + a + post
+				if !mayHoldCredentialPivot([]byte(s)) {
+					t.Errorf("mayHoldCredentialPivot(%q) = false", s)
+				}
+			}
+		}
+	}
+	alphabet := []byte(strings.Join(anchors, "") + ` "{}:,é`)
+	for range 20000 {
+		b := make([]byte, r.IntN(40))
+		for i := range b {
+			b[i] = alphabet[r.IntN(len(alphabet))]
+		}
+		if mayHoldCredential(string(b)) && !mayHoldCredentialPivot(b) {
+			t.Fatalf("mayHoldCredential(%q) = true, mayHoldCredentialPivot = false", b)
+		}
+	}
+}
