@@ -69,8 +69,12 @@ func (t *Trace) Behavior() []BehaviorStep { return extractBehavior(t) }
 
 // extractBehavior walks tr's events in order and returns its behavior steps.
 func extractBehavior(tr *Trace) []BehaviorStep {
-	evs := tr.Events
-	calls, nodes := tr.Calls(), tr.Nodes()
+	return behaviorOf(tr.Events, tr.Calls(), tr.Nodes())
+}
+
+// behaviorOf returns the behavior steps of the events evs, whose calls and
+// nodes are given.
+func behaviorOf(evs []Event, calls []Call, nodes []Node) []BehaviorStep {
 	steps := make([]BehaviorStep, 0, len(evs)/2+1)
 	add := func(ev *Event, t StepType, label string, payload Value) *BehaviorStep {
 		steps = append(steps, BehaviorStep{Index: len(steps), Type: t, Label: label, EventID: ev.ID, Step: ev.Step, Payload: payload})

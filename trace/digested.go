@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"runtime"
 	"slices"
+	"sync"
 )
 
 // StepDigest is the SHA-256 digest of what makes a behavior step what it
@@ -75,14 +76,20 @@ func ReadBehavior(path string, visit func(*Event)) (*DigestedRun, error) {
 		return nil, err
 	}
 	defer r.Close()
-	var evs []Event
-	var sums []payloadSums // the digests of what was left out, by event
-	var lines []lineSpan
-	if n := r.manifest.Totals.Events; n > 0 && n < 1<<20 {
-		evs = make([]Event, 0, n)
-		sums = make([]payloadSums, 0, n)
-		lines = make([]lineSpan, 0, n)
+	// The events, their digests and lines are only needed until the steps
+	// are extracted: the next ReadBehavior (of the other side of a diff)
+	// reuses their memory.
+	sk, _ := skeletons.Get().(*skeleton)
+	if sk == nil {
+		sk = new(skeleton)
 	}
+	defer sk.release()
+	if n := r.manifest.Totals.Events; n > 0 && n < 1<<20 {
+		sk.evs = slices.Grow(sk.evs, n)
+		sk.sums = slices.Grow(sk.sums, n)
+		sk.lines = slices.Grow(sk.lines, n)
+	}
+	evs, sums, lines := sk.evs, sk.sums, sk.lines
 	for ev, err := range r.Events() {
 		if err != nil {
 			return nil, storageErr(err, "%s", err.Error())
@@ -98,10 +105,11 @@ func ReadBehavior(path string, visit func(*Event)) (*DigestedRun, error) {
 	if run.Extras, err = readExtras(path); err != nil {
 		return nil, err
 	}
-	tr := &Trace{Manifest: r.manifest, Events: evs, Extras: run.Extras, Path: path}
-	run.Steps = extractBehavior(tr)
+	sk.evs, sk.sums, sk.lines = evs, sums, lines
+	// Not tr.Calls and tr.Nodes, which a trace keeps until it is collected.
+	calls := pairCalls(evs)
+	run.Steps = behaviorOf(evs, calls, matchNodes(evs))
 	run.Digests = make([]StepDigest, len(run.Steps))
-	calls := tr.Calls()
 	next := 0
 	for i := range run.Steps {
 		s := &run.Steps[i]
@@ -136,6 +144,23 @@ func ReadBehavior(path string, visit func(*Event)) (*DigestedRun, error) {
 		run.calls[i] = cl
 	}
 	return run, nil
+}
+
+// skeleton is the memory ReadBehavior reads a run's events into.
+type skeleton struct {
+	evs   []Event
+	sums  []payloadSums
+	lines []lineSpan
+}
+
+var skeletons sync.Pool // of *skeleton
+
+// release clears the skeleton (so that it holds on to no event's strings)
+// and puts it back into the pool.
+func (sk *skeleton) release() {
+	clear(sk.evs)
+	sk.evs, sk.sums, sk.lines = sk.evs[:0], sk.sums[:0], sk.lines[:0]
+	skeletons.Put(sk)
 }
 
 // LoadPayloads sets the Payload of the steps of run.Steps at the given

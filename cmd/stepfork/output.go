@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/stepfork/stepfork/internal/clip"
 	"github.com/stepfork/stepfork/internal/fileform"
@@ -91,7 +92,9 @@ func (r *redactor) flush() {
 
 // redactBytes applies the credential patterns to b, as redactor does.
 func redactBytes(b []byte) []byte {
-	s, hit := trace.RedactString(string(b))
+	// RedactString only reads its argument, and b is not changed meanwhile:
+	// no need to copy a large output first.
+	s, hit := trace.RedactString(unsafe.String(unsafe.SliceData(b), len(b)))
 	if !hit {
 		return b
 	}

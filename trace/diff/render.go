@@ -40,10 +40,13 @@ import (
 // output goes through encoding/json's compaction), so write JSON() directly
 // or use an Encoder with SetEscapeHTML(false) when bytes matter.
 func (d *Result) JSON() []byte {
+	// Room for what a step takes without its changes (with the two step
+	// references and their ids in the native form), so that the buffer of a
+	// long run is not grown again and again.
 	if d.Positional {
-		return d.appendStepforkJSON(nil)
+		return d.appendStepforkJSON(make([]byte, 0, 1024+160*len(d.Steps)))
 	}
-	return d.appendNativeJSON(nil)
+	return d.appendNativeJSON(make([]byte, 0, 1024+448*len(d.Steps)))
 }
 
 // MarshalJSON returns JSON().
