@@ -155,8 +155,8 @@ func echoAgent(base *trace.Trace) replay.Agent {
 		for _, ev := range calls {
 			switch ev.Type {
 			case trace.ToolCall:
-				out, err := replay.Tool(ev.Name, func(context.Context, trace.Value) (any, error) {
-					return nil, fmt.Errorf("tool %s executed", ev.Name)
+				out, err := replay.Tool(ev.Name, func(context.Context, trace.Value) (trace.Value, error) {
+					return trace.Value{}, fmt.Errorf("tool %s executed", ev.Name)
 				})(ctx, ev.Input)
 				if err != nil {
 					return nil, err
@@ -223,4 +223,82 @@ func BenchmarkReplayPython1000Calls(b *testing.B) {
 			b.Fatal(res.Divergence)
 		}
 	}
+}
+
+// python10k is a 10,000-call run of the shape Python stepfork records
+// (20,002 events): the 1,000-call vector repeated ten times, each copy with
+// fresh event ids, saved and loaded so that it is a valid bundle.
+func python10k(b *testing.B) *trace.Trace {
+	b.Helper()
+	src, err := trace.Load("../testdata/vectors/stepfork-recorded/run_1000_calls.sftrace")
+	if err != nil {
+		b.Fatal(err)
+	}
+	body := src.Events[1 : len(src.Events)-1] // between run_start and run_end
+	evs := []trace.Event{src.Events[0].Clone()}
+	for c := range 10 {
+		ids := map[string]string{}
+		for _, ev := range body {
+			ev = ev.Clone()
+			id := fmt.Sprintf("%s-%02d", ev.ID[:33], c)
+			ids[ev.ID] = id
+			ev.ID = id
+			if p, ok := ids[ev.ParentID]; ok {
+				ev.ParentID = p
+			}
+			ev.Step = len(evs)
+			evs = append(evs, ev)
+		}
+	}
+	end := src.Events[len(src.Events)-1].Clone()
+	end.Step = len(evs)
+	evs = append(evs, end)
+	big := *src
+	big.Events = evs
+	big.Path = ""
+	path := filepath.Join(b.TempDir(), "python-10k.sftrace")
+	if err := big.Save(path); err != nil {
+		b.Fatal(err)
+	}
+	tr, err := trace.Load(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if n := len(tr.Events); n != 20_002 {
+		b.Fatalf("%d events, want 20,002", n)
+	}
+	return tr
+}
+
+// BenchmarkReplayPython10kCalls is workload B's frozen replay: a pre-loaded
+// 10,000-call Python recording replayed by an agent that re-issues every
+// recorded call through the wrappers. "first" replays a trace never
+// replayed before (it is planned, and its payloads hashed, on the way);
+// "again" replays one trace over and over, as a test suite or a sweep does.
+func BenchmarkReplayPython10kCalls(b *testing.B) {
+	tr := python10k(b)
+	agent := echoAgent(tr)
+	run := func(b *testing.B, tr *trace.Trace) {
+		res, _ := replay.Replay(context.Background(), tr, agent)
+		if res.Divergence != nil || res.Served != 10_000 {
+			b.Fatalf("divergence %v, %d served", res.Divergence, res.Served)
+		}
+	}
+	b.Run("first", func(b *testing.B) {
+		b.ReportAllocs()
+		defer reportCPU(b, cpuTime())
+		for b.Loop() {
+			fresh := *tr // a new trace to the plan cache, sharing the events
+			run(b, &fresh)
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/10_000, "ns/call")
+	})
+	b.Run("again", func(b *testing.B) {
+		b.ReportAllocs()
+		defer reportCPU(b, cpuTime())
+		for b.Loop() {
+			run(b, tr)
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/10_000, "ns/call")
+	})
 }

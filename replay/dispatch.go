@@ -347,7 +347,8 @@ type usageSlot struct {
 // before redaction. served reports that the output comes from the recording
 // or a Director rather than from the body.
 func (s *session) dependency(ctx context.Context, sc *scope, ic *intercept, raw trace.Value, run runFunc) (out trace.Value, served bool, err error) {
-	ic.input, ic.parent, ic.node, ic.sc = redacted(raw), sc.parent, sc.node, sc
+	ic.parent, ic.node, ic.sc = sc.parent, sc.node, sc
+	ic.input = s.cleanInput(raw)
 	var gid uint64
 	if s.tracksLanes() {
 		gid = goid()
@@ -450,6 +451,24 @@ func (s *session) dependency(ctx context.Context, sc *scope, ic *intercept, raw 
 	}
 	s.appendResultLocked(ic, callID, model, trace.StatusOK, out, &ms, u)
 	return out, false, nil
+}
+
+// cleanInput is raw after redaction. An input equal to the input of the
+// recorded call at the cursor, when that call holds nothing to redact, is
+// clean as it is: the common case of a replay, spared the redaction pass.
+// (Cleanness is a property of the text, so a cursor that moves before the
+// call is dispatched changes nothing.)
+func (s *session) cleanInput(raw trace.Value) trace.Value {
+	if s.plan != nil {
+		s.mu.Lock()
+		r := s.plan.at()
+		clean := r != nil && inputOf(r.Call) == raw && s.plan.cleanAt(r.event)
+		s.mu.Unlock()
+		if clean {
+			return raw
+		}
+	}
+	return redacted(raw)
 }
 
 // observed describes a call to the session's Observer.
