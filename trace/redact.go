@@ -135,30 +135,38 @@ var credentialAnchors = []string{
 	"AIza", "xox", "xapp-", "hooks.slack.com", "sk_", "rk_", "eyJ", "PRIVATE KEY",
 }
 
-// anchorsByFirst holds credentialAnchors by their first byte; 'b' and 'B'
-// stand for "bearer" in any case.
-var anchorsByFirst = func() (t [256][]string) {
+// anchorPairs is a filter of the first two bytes of the anchors ("bearer"
+// in any case included): bit c2 of anchorPairs[c1] is set when some anchor
+// starts with c1 c2. Every anchor is at least three bytes long.
+var anchorPairs = func() (t [256][4]uint64) {
+	set := func(a string) { t[a[0]][a[1]>>6] |= 1 << (a[1] & 63) }
 	for _, a := range credentialAnchors {
-		t[a[0]] = append(t[a[0]], a)
+		set(a)
 	}
-	t['b'] = append(t['b'], "bearer")
-	t['B'] = append(t['B'], "bearer")
+	for _, a := range []string{"be", "bE", "Be", "BE"} {
+		set(a)
+	}
 	return t
 }()
 
 // mayHoldCredential is a cheap filter: a string with none of the anchors
-// (or "bearer") cannot match any credential pattern. It reads s once.
+// (or "bearer") cannot match any credential pattern. It reads s once,
+// looking at pairs of bytes, and compares anchors only where a pair starts
+// one.
 func mayHoldCredential(s string) bool {
-	for i := 0; i < len(s); i++ {
-		for _, a := range anchorsByFirst[s[i]] {
-			if len(s)-i < len(a) {
-				continue
+	for i := 0; i+2 < len(s); i++ {
+		c, d := s[i], s[i+1]
+		if anchorPairs[c][d>>6]&(1<<(d&63)) == 0 {
+			continue
+		}
+		if c == 'b' || c == 'B' {
+			if len(s)-i >= 6 && strings.EqualFold(s[i:i+6], "bearer") {
+				return true
 			}
-			if a == "bearer" {
-				if strings.EqualFold(s[i:i+6], a) {
-					return true
-				}
-			} else if s[i:i+len(a)] == a {
+			continue
+		}
+		for _, a := range credentialAnchors {
+			if a[0] == c && a[1] == d && strings.HasPrefix(s[i:], a) {
 				return true
 			}
 		}
