@@ -153,3 +153,16 @@ func TestMemoKeepsDistinctValuesApart(t *testing.T) {
 		t.Fatalf("encodings %s, %s, %s", va.Canonical(), vb.Canonical(), vc.Canonical())
 	}
 }
+
+func TestNowIsMicrosecondsInUTC(t *testing.T) {
+	t.Parallel()
+	before := time.Now().UTC().Truncate(time.Microsecond)
+	got := now()
+	after := time.Now().UTC().Truncate(time.Microsecond)
+	if got.Location() != time.UTC || got.Nanosecond()%1000 != 0 || got.Before(before) || got.After(after) {
+		t.Fatalf("now() = %v (%s), want a UTC time in whole microseconds between %v and %v", got, got.Location(), before, after)
+	}
+	if got != got.Truncate(time.Microsecond) {
+		t.Fatalf("now() = %#v is not what Truncate gives", got)
+	}
+}

@@ -313,7 +313,13 @@ func setOf(names []string) map[string]bool {
 	return m
 }
 
-func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
+func now() time.Time {
+	// time.Now().UTC().Truncate(time.Microsecond), without Truncate's
+	// general division: since 1970 whole microseconds since the epoch are
+	// whole microseconds since the zero time too.
+	ns := time.Now().UnixNano()
+	return time.Unix(0, ns-ns%int64(time.Microsecond)).UTC()
+}
 
 func newRunID() string {
 	u := uuid.New()
