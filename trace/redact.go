@@ -321,18 +321,44 @@ func RedactValue(v Value) (Value, []Finding) {
 		return v, nil
 	}
 	var fs []Finding
-	out := redactWalk(v, "", &fs)
+	var path pointerPath
+	out := redactWalk(v, &path, &fs)
 	return out, fs
 }
 
 var redactedValue = StringValue(Redacted)
 
-func redactWalk(v Value, path string, fs *[]Finding) Value {
+// pointerPath is the JSON Pointer of the value redactWalk is at, kept as
+// a stack of segments and spelled out (pointer) only for a finding: a walk
+// through a large value that finds nothing builds no path.
+type pointerPath []pathSegment
+
+type pathSegment struct {
+	key string // an object member's key, unescaped
+	idx int    // an array element's index, when arr
+	arr bool
+}
+
+func (p pointerPath) pointer() string {
+	var b strings.Builder
+	for _, seg := range p {
+		b.WriteByte('/')
+		if seg.arr {
+			b.WriteString(strconv.Itoa(seg.idx))
+		} else {
+			b.WriteString(escapePointer(seg.key))
+		}
+	}
+	return b.String()
+}
+
+func redactWalk(v Value, path *pointerPath, fs *[]Finding) Value {
+	depth := len(*path)
 	switch v.Kind() {
 	case String:
 		s, _ := v.Str()
 		if r, ok := RedactString(s); ok {
-			*fs = append(*fs, Finding{path, ReasonCredentialPattern})
+			*fs = append(*fs, Finding{path.pointer(), ReasonCredentialPattern})
 			return StringValue(r)
 		}
 		return v
@@ -343,10 +369,23 @@ func redactWalk(v Value, path string, fs *[]Finding) Value {
 		var elems []Value
 		changed := false
 		for i, e := range v.Elems() {
-			r := redactWalk(e, path+"/"+strconv.Itoa(i), fs)
-			changed = changed || r != e
-			elems = append(elems, r)
+			*path = append((*path)[:depth], pathSegment{idx: i, arr: true})
+			r := redactWalk(e, path, fs)
+			if r != e && !changed {
+				changed = true
+				elems = make([]Value, 0, i+1)
+				for j, x := range v.Elems() { // the elements before i, unchanged
+					if j == i {
+						break
+					}
+					elems = append(elems, x)
+				}
+			}
+			if changed {
+				elems = append(elems, r)
+			}
 		}
+		*path = (*path)[:depth]
 		if !changed {
 			return v
 		}
@@ -358,20 +397,34 @@ func redactWalk(v Value, path string, fs *[]Finding) Value {
 		}
 		var ms []Member
 		changed := false
+		n := 0
 		for k, x := range v.Members() {
-			p := path + "/" + escapePointer(k)
+			*path = append((*path)[:depth], pathSegment{key: k})
 			r := x
 			if IsSensitiveKey(k) {
 				if x != redactedValue {
 					r = redactedValue
-					*fs = append(*fs, Finding{p, ReasonSensitiveKey})
+					*fs = append(*fs, Finding{path.pointer(), ReasonSensitiveKey})
 				}
 			} else {
-				r = redactWalk(x, p, fs)
+				r = redactWalk(x, path, fs)
 			}
-			changed = changed || r != x
-			ms = append(ms, Member{k, r})
+			if r != x && !changed {
+				changed = true
+				ms = make([]Member, 0, n+1)
+				for k2, x2 := range v.Members() { // the members before this one, unchanged
+					if len(ms) == n {
+						break
+					}
+					ms = append(ms, Member{k2, x2})
+				}
+			}
+			if changed {
+				ms = append(ms, Member{k, r})
+			}
+			n++
 		}
+		*path = (*path)[:depth]
 		if !changed {
 			return v
 		}

@@ -2,6 +2,7 @@ package trace
 
 import (
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -52,4 +53,85 @@ func BenchmarkMayHoldCredential(b *testing.B) {
 			b.Fatal("no anchor in the text")
 		}
 	}
+}
+
+// redactWalkEager is redactWalk as it was before paths were built lazily:
+// the reference the lazy walk must agree with.
+func redactWalkEager(v Value, path string, fs *[]Finding) Value {
+	switch v.Kind() {
+	case String:
+		s, _ := v.Str()
+		if r, ok := RedactString(s); ok {
+			*fs = append(*fs, Finding{path, ReasonCredentialPattern})
+			return StringValue(r)
+		}
+		return v
+	case Array:
+		var elems []Value
+		changed := false
+		for i, e := range v.Elems() {
+			r := redactWalkEager(e, path+"/"+strconv.Itoa(i), fs)
+			changed = changed || r != e
+			elems = append(elems, r)
+		}
+		if !changed {
+			return v
+		}
+		out, _ := ArrayValue(elems...)
+		return out
+	case Object:
+		var ms []Member
+		changed := false
+		for k, x := range v.Members() {
+			p := path + "/" + escapePointer(k)
+			r := x
+			if IsSensitiveKey(k) {
+				if x != redactedValue {
+					r = redactedValue
+					*fs = append(*fs, Finding{p, ReasonSensitiveKey})
+				}
+			} else {
+				r = redactWalkEager(x, p, fs)
+			}
+			changed = changed || r != x
+			ms = append(ms, Member{k, r})
+		}
+		if !changed {
+			return v
+		}
+		out, _ := ObjectValue(ms...)
+		return out
+	}
+	return v
+}
+
+func FuzzRedactValueMatchesEagerWalk(f *testing.F) {
+	for _, s := range []string{
+		`{"api_key":"x","a/b":{"c~d":["sk-abcdefghijkl",1,{"token":"t","password":"p"}]},"z":"Bearer abcdefghij"}`,
+		`[["ghp_abcdefghijklmnop"],{"x":[{"y":"AKIAABCDEFGHIJKLMNOP"}]},"plain"]`,
+		`{"messages":[{"content":"use sk-live-1234567890 now","role":"user"}],"usage":{"total_tokens":3}}`,
+		`"eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.sig"`, `{"secret":"[REDACTED]"}`, `1`, `null`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		v, err := ParseValue([]byte(text))
+		if err != nil {
+			return
+		}
+		got, gotF := RedactValue(v)
+		var wantF []Finding
+		want := redactWalkEager(v, "", &wantF)
+		if got != want {
+			t.Fatalf("RedactValue(%s) = %s, eager walk %s", text, got.raw, want.raw)
+		}
+		if len(gotF) != len(wantF) {
+			t.Fatalf("RedactValue(%s) findings %v, eager walk %v", text, gotF, wantF)
+		}
+		for i := range gotF {
+			if gotF[i] != wantF[i] {
+				t.Fatalf("RedactValue(%s) findings %v, eager walk %v", text, gotF, wantF)
+			}
+		}
+	})
 }
