@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"unsafe"
 )
 
 // Issue codes of validation. The codes and messages of stepfork's own checks
@@ -543,10 +544,63 @@ func (p *payloadSum) matches(stored string) bool {
 	return string(buf[:]) == stored
 }
 
-// idInfo is what the validator remembers of each event id.
+// idInfo is what the validator remembers of each event id: the index of
+// its first event, and whether that is a tool_call.
 type idInfo struct {
-	index int32
-	typ   EventType
+	index    int32
+	toolCall bool
+}
+
+// idArena holds copies of the event ids the validator keeps, in chunks of
+// memory shared by many ids: a kept id then costs its bytes, not also the
+// string the decoder allocated for it (which is released with its event).
+type idArena struct{ chunk []byte }
+
+// keep returns a copy of id in the arena. The bytes of a chunk are never
+// written again once given out.
+func (a *idArena) keep(id []byte) string {
+	if len(id) == 0 || len(id) > 1<<10 {
+		return string(id)
+	}
+	if len(id) > cap(a.chunk)-len(a.chunk) {
+		a.chunk = make([]byte, 0, 64<<10)
+	}
+	start := len(a.chunk)
+	a.chunk = append(a.chunk, id...)
+	return unsafe.String(&a.chunk[start], len(id))
+}
+
+// idKey appends to buf the key under which the validator keeps an event
+// id: the id as it is after a 0 byte, or, for an id that ends in 16 or
+// more lowercase hex digits (as stepfork's "evt_" and 32 digits do), a 1
+// byte, the length of what comes before the digits, that, and the bytes
+// the digits stand for: 22 bytes instead of 36. The digits are the
+// longest even-length run of them that ends the id, so every id has one
+// key and two ids have the same key only if they are equal.
+func idKey(buf []byte, id string) []byte {
+	h := len(id)
+	for h > 0 && (id[h-1] >= '0' && id[h-1] <= '9' || id[h-1] >= 'a' && id[h-1] <= 'f') {
+		h--
+	}
+	if (len(id)-h)%2 == 1 {
+		h++
+	}
+	if len(id)-h < 16 || h > 255 {
+		return append(append(buf, 0), id...)
+	}
+	buf = append(append(buf, 1, byte(h)), id[:h]...)
+	for i := h; i < len(id); i += 2 {
+		buf = append(buf, hexNibble(id[i])<<4|hexNibble(id[i+1]))
+	}
+	return buf
+}
+
+// hexNibble is the value of a lowercase hex digit.
+func hexNibble(c byte) byte {
+	if c <= '9' {
+		return c - '0'
+	}
+	return c - 'a' + 10
 }
 
 // openCall is a tool_call still waiting for its tool_result.
@@ -569,7 +623,9 @@ type validator struct {
 	cfg      validateConfig
 	m        *Manifest
 	issues   []rankedIssue
-	ids      map[string]idInfo
+	ids      map[string]idInfo // by idKey, the keys held in idBytes
+	idBytes  idArena
+	key      []byte // scratch for idKey
 	n        int
 	prevStep int
 	pending  []pendingParent
@@ -619,7 +675,8 @@ func (v *validator) add(ev *Event, sums *payloadSums) {
 		v.issue(phaseEvent, i, Issue{Code: code, Message: msg, EventID: ev.ID, Step: intp(step)})
 	}
 	// stepfork's structural checks.
-	_, dup := v.ids[ev.ID]
+	v.key = idKey(v.key[:0], ev.ID)
+	_, dup := v.ids[string(v.key)]
 	if dup {
 		at(CodeDuplicateEventID, fmt.Sprintf("Event %s appears more than once.", ev.ID))
 	}
@@ -633,13 +690,14 @@ func (v *validator) add(ev *Event, sums *payloadSums) {
 	var parent idInfo
 	var parentKnown bool
 	if ev.ParentID != "" {
-		parent, parentKnown = v.ids[ev.ParentID]
+		v.key = idKey(v.key[:0], ev.ParentID)
+		parent, parentKnown = v.ids[string(v.key)]
 		if !parentKnown {
 			v.pending = append(v.pending, pendingParent{i, step, ev.ID, ev.ParentID})
 		}
 	}
 	if !dup {
-		v.ids[ev.ID] = idInfo{int32(i), ev.Type}
+		v.ids[v.idBytes.keep(idKey(v.key[:0], ev.ID))] = idInfo{int32(i), ev.Type == ToolCall}
 	}
 
 	// Counters.
@@ -683,7 +741,7 @@ func (v *validator) pairResult(ev *Event, i int, parent idInfo, parentKnown bool
 	}
 	callID := ""
 	switch {
-	case parentKnown && parent.typ == ToolCall:
+	case parentKnown && parent.toolCall:
 		callID = ev.ParentID
 		if _, ok := v.open[callID]; !ok {
 			warn(CodeToolResultDuplicate, fmt.Sprintf("Event %s tool_result answers tool_call %s, which already has a result; a call has one result.", ev.ID, callID))
@@ -728,7 +786,8 @@ func (v *validator) finish() []Issue {
 	}
 	for _, p := range v.pending {
 		is := Issue{EventID: p.id, Step: intp(p.step)}
-		if first, ok := v.ids[p.parent]; ok && int(first.index) >= p.index {
+		v.key = idKey(v.key[:0], p.parent)
+		if first, ok := v.ids[string(v.key)]; ok && int(first.index) >= p.index {
 			is.Code, is.Message = CodeParentNotEarlier, fmt.Sprintf("Event %s parent %s does not appear earlier in the trace.", p.id, p.parent)
 		} else {
 			is.Code, is.Message = CodeInvalidParent, fmt.Sprintf("Event %s references missing parent %s.", p.id, p.parent)

@@ -3,6 +3,7 @@ package trace
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -952,5 +953,40 @@ func TestDecodeEventsWorkers(t *testing.T) {
 				t.Errorf("stopping after 150 events: got %d events, error %q", len(got.IDs), got.Err)
 			}
 		})
+	}
+}
+
+// TestIDKey checks that the validator's id keys are equal exactly when the
+// ids are, over ids made to look alike (hex runs of odd and even length,
+// prefixes that end in hex digits), and that the ids stepfork writes are
+// kept in 22 bytes.
+func TestIDKey(t *testing.T) {
+	t.Parallel()
+	if k := idKey(nil, "evt_b8d3d16ef0ab46829c8c290881bc1068"); len(k) != 22 {
+		t.Errorf("key of a stepfork event id has %d bytes, want 22", len(k))
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	alphabet := "0123456789abcdefAF_evt"
+	ids := []string{"", "a", "evt_", "0123456789abcdef", "a0123456789abcdef", "0123456789abcdef0", "00123456789abcdef"}
+	for range 3000 {
+		b := make([]byte, r.IntN(24))
+		for i := range b {
+			b[i] = alphabet[r.IntN(len(alphabet))]
+			if r.IntN(3) > 0 {
+				b[i] = alphabet[r.IntN(16)] // long hex runs
+			}
+		}
+		ids = append(ids, string(b))
+	}
+	keys := map[string]string{}
+	for _, id := range ids {
+		k := string(idKey(nil, id))
+		if other, ok := keys[k]; ok && other != id {
+			t.Fatalf("ids %q and %q have the same key %x", id, other, k)
+		}
+		keys[k] = id
+		if again := string(idKey([]byte("scratch"), id)); again != "scratch"+k {
+			t.Fatalf("idKey(%q) appended to a buffer gives %x, want %x", id, again, k)
+		}
 	}
 }
