@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"weak"
 )
 
 // StepDigest is the SHA-256 digest of what makes a behavior step what it
@@ -32,7 +33,10 @@ type DigestedRun struct {
 	// Steps[i] with its payload.
 	Digests []StepDigest
 
-	calls map[int]*callLines // by step: where to read the payloads of the steps without one
+	// where to read the payloads of the steps without one: calls[lineOf[i]]
+	// for step i, when lineOf[i] is not -1
+	lineOf []int32
+	calls  []callLines
 }
 
 // callLines is where the events of a call step are in events.jsonl, and
@@ -79,10 +83,7 @@ func ReadBehavior(path string, visit func(*Event)) (*DigestedRun, error) {
 	// The events, their digests and lines are only needed until the steps
 	// are extracted: the next ReadBehavior (of the other side of a diff)
 	// reuses their memory.
-	sk, _ := skeletons.Get().(*skeleton)
-	if sk == nil {
-		sk = new(skeleton)
-	}
+	sk := takeSkeleton()
 	defer sk.release()
 	if n := r.manifest.Totals.Events; n > 0 && n < 1<<20 {
 		sk.evs = slices.Grow(sk.evs, n)
@@ -101,7 +102,7 @@ func ReadBehavior(path string, visit func(*Event)) (*DigestedRun, error) {
 			visit(&evs[len(evs)-1])
 		}
 	}
-	run := &DigestedRun{Path: path, Manifest: r.manifest, calls: map[int]*callLines{}}
+	run := &DigestedRun{Path: path, Manifest: r.manifest}
 	if run.Extras, err = readExtras(path); err != nil {
 		return nil, err
 	}
@@ -110,9 +111,11 @@ func ReadBehavior(path string, visit func(*Event)) (*DigestedRun, error) {
 	calls := pairCalls(evs)
 	run.Steps = behaviorOf(evs, calls, matchNodes(evs))
 	run.Digests = make([]StepDigest, len(run.Steps))
+	run.lineOf = make([]int32, len(run.Steps))
 	next := 0
 	for i := range run.Steps {
 		s := &run.Steps[i]
+		run.lineOf[i] = -1
 		if s.Type != StepTool && s.Type != StepLLM {
 			run.Digests[i] = stepDigest(s)
 			continue
@@ -135,13 +138,14 @@ func ReadBehavior(path string, visit func(*Event)) (*DigestedRun, error) {
 		}
 		run.Digests[i] = callDigest(s.Type, s.Label, in.sum, out.sum, string(c.Status))
 		s.Payload = Value{}
-		cl := &callLines{call: lines[c.Event], status: c.Status}
+		cl := callLines{call: lines[c.Event], status: c.Status}
 		if c.Result >= 0 {
 			cl.result = lines[c.Result]
 		} else {
 			cl.output = c.Output
 		}
-		run.calls[i] = cl
+		run.lineOf[i] = int32(len(run.calls))
+		run.calls = append(run.calls, cl)
 	}
 	return run, nil
 }
@@ -153,14 +157,36 @@ type skeleton struct {
 	lines []lineSpan
 }
 
-var skeletons sync.Pool // of *skeleton
+// spare is the skeleton the last ReadBehavior released, held weakly: the
+// next ReadBehavior reuses it if the garbage collector has not taken it
+// back meanwhile (the two reads of a diff follow each other), and it costs
+// no memory past the next collection (unlike a sync.Pool's, which outlives
+// one).
+var spare struct {
+	sync.Mutex
+	p weak.Pointer[skeleton]
+}
+
+// takeSkeleton returns the spare skeleton, or a new one.
+func takeSkeleton() *skeleton {
+	spare.Lock()
+	defer spare.Unlock()
+	sk := spare.p.Value()
+	spare.p = weak.Pointer[skeleton]{}
+	if sk == nil {
+		sk = new(skeleton)
+	}
+	return sk
+}
 
 // release clears the skeleton (so that it holds on to no event's strings)
-// and puts it back into the pool.
+// and makes it the spare.
 func (sk *skeleton) release() {
 	clear(sk.evs)
 	sk.evs, sk.sums, sk.lines = sk.evs[:0], sk.sums[:0], sk.lines[:0]
-	skeletons.Put(sk)
+	spare.Lock()
+	defer spare.Unlock()
+	spare.p = weak.Make(sk)
 }
 
 // LoadPayloads sets the Payload of the steps of run.Steps at the given
@@ -200,10 +226,10 @@ func (run *DigestedRun) LoadPayloads(steps ...int) error {
 		return ev, nil
 	}
 	for _, i := range steps {
-		cl := run.calls[i]
-		if cl == nil || !run.Steps[i].Payload.IsAbsent() {
+		if i < 0 || i >= len(run.Steps) || run.lineOf[i] < 0 || !run.Steps[i].Payload.IsAbsent() {
 			continue
 		}
+		cl := &run.calls[run.lineOf[i]]
 		s := &run.Steps[i]
 		call, err := read(cl.call)
 		if err != nil {

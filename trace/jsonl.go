@@ -423,6 +423,27 @@ func (d *eventDecoder) str(f eventField, nullable bool) (string, error) {
 	return string(b), nil
 }
 
+// hashStr reads a payload hash field, as str(f, true) does; a decoder
+// noting digests checks it but does not keep it (elide decodes again in
+// full what it does not leave out, and drops the hashes of the rest).
+func (d *eventDecoder) hashStr(f eventField) (string, error) {
+	if !d.digest {
+		return d.str(f, true)
+	}
+	c := &d.c
+	if d.isNull() {
+		return "", nil
+	}
+	if c.pos >= len(c.in) || c.in[c.pos] != '"' {
+		return "", d.typeErr(f, "a string or null")
+	}
+	b, err := d.readBytes()
+	if err == nil && len(b) == 0 {
+		err = fmt.Errorf("%w: %s must be a non-empty string", errInvalidEvent, fieldNames[f])
+	}
+	return "", err
+}
+
 // intLit reads an integer field. Floats, strings and booleans are refused.
 func (d *eventDecoder) intLit(f eventField, nullable bool) (*int64, error) {
 	c := &d.c
@@ -749,9 +770,9 @@ func (d *eventDecoder) field(f eventField, ev *Event, evType *string) (err error
 			ev.ReplayPolicy = Policy(s)
 		}
 	case fInputHash:
-		ev.InputHash, err = d.str(f, true)
+		ev.InputHash, err = d.hashStr(f)
 	case fOutputHash:
-		ev.OutputHash, err = d.str(f, true)
+		ev.OutputHash, err = d.hashStr(f)
 	case fRedactions:
 		if c.pos >= len(c.in) || c.in[c.pos] != '[' {
 			return d.typeErr(f, "a list of strings")
