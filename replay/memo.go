@@ -18,7 +18,8 @@ import (
 //
 //   - decoded: (recorded text, type) → the decoded value, for outputs
 //     served from the recording;
-//   - encoded: value → its canonical Value, for inputs and state.
+//   - encoded: value → its canonical Value, for inputs and state written
+//     while the run still follows the base.
 //
 // A plain type is a bool, an integer, a string, or an array or struct of
 // plain types, with no json or text (un)marshaler at any level. Floats are
@@ -31,6 +32,12 @@ import (
 type decodeKey struct {
 	raw string
 	t   reflect.Type
+}
+
+// encodedValue is a plain value and its encoding.
+type encodedValue struct {
+	x any
+	v trace.Value
 }
 
 type memo struct {
@@ -107,11 +114,22 @@ func (s *session) valueOf(x any) (trace.Value, error) {
 	if v, ok := mm.encoded.Load(x); ok {
 		return v.(trace.Value), nil
 	}
+	if last := s.lastEncoded.Load(); last != nil && last.x == x {
+		return last.v, nil // a value written and then passed on, in a changed tail
+	}
 	v, err := valueOf(x)
-	if err == nil {
+	if err != nil {
+		return v, err
+	}
+	if s.parted.Load() {
+		// The run no longer follows the base: what its tail encodes is
+		// this variant's own, and would crowd out of the Prepared's memo
+		// the prefix's values that every replay repeats.
+		s.lastEncoded.Store(&encodedValue{x, v})
+	} else {
 		mm.store(&mm.encoded, x, v)
 	}
-	return v, err
+	return v, nil
 }
 
 // decodeMemo decodes v into a T, memoized for plain types when the

@@ -166,3 +166,49 @@ func TestNowIsMicrosecondsInUTC(t *testing.T) {
 		t.Fatalf("now() = %#v is not what Truncate gives", got)
 	}
 }
+
+// TestMemoKeepsTheTailOut forks nothing but replays a base whose tail the
+// agent changes: what the changed tail encodes stays out of the
+// Prepared's memo, so that many variants cannot crowd out the prefix.
+func TestMemoKeepsTheTailOut(t *testing.T) {
+	t.Parallel()
+	var offset atomic.Int64
+	step := Tool("step", func(_ context.Context, in plainPoint) (plainPoint, error) {
+		return plainPoint{X: in.X + 1}, nil
+	})
+	agent := Typed(func(ctx context.Context, n int) (int, error) {
+		cur := plainPoint{}
+		for i := range n {
+			if i == n/2 {
+				cur.X += int(offset.Load()) // the tail parts from the base here
+			}
+			out, err := step(ctx, cur)
+			if err != nil {
+				return 0, err
+			}
+			cur = out
+			if err := Set(ctx, "x", cur); err != nil {
+				return 0, err
+			}
+		}
+		return cur.X, nil
+	})
+	rec, err := Record(context.Background(), "tail", 40, agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := Prepare(rec.Trace)
+	if _, err := p.Replay(context.Background(), agent); err != nil {
+		t.Fatal(err)
+	}
+	prefix := p.memo.size.Load()
+	for i := range 5 {
+		offset.Store(int64(1000 * (i + 1)))
+		_, _ = p.Replay(context.Background(), agent, Live("step"))
+	}
+	// The value a tail parts with is encoded before the session sees it
+	// part: one entry per variant at most, not one per tail call.
+	if got := p.memo.size.Load(); got > prefix+5 {
+		t.Fatalf("memo grew from %d to %d entries over five changed tails of 20 calls", prefix, got)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -185,27 +186,30 @@ func (sc *scope) child(ctx context.Context, parent, node, kind, name string, gid
 
 // session is one recording or replay. Every field is guarded by mu.
 type session struct {
-	mu         sync.Mutex
-	cfg        config
-	plan       *plan // nil when recording
-	tr         *trace.Trace
-	log        chunks[trace.Event] // the events of tr, until finish
-	root       string
-	aligned    bool // every event so far equals the base event at its position
-	state      map[string]trace.Value
-	occ        map[occKey]int
-	position   int // dependency calls intercepted
-	matched    int // recorded calls consumed by strict matching
-	divergence error
-	calls      chunks[CallRecord]
-	counts     [4]int // served, executed, blocked, failed
-	liveModels map[string]bool
-	liveTools  map[string]bool
-	ids        ids
-	direct     Call           // the Call handed to the Director, reused (valid only during Direct)
-	obs        Observer       // from the run's context; set before the agent runs, never changed
-	minted     mintedIDs      // provider-minted ids bound during the run (Transport)
-	lanes      map[string]int // call event id → lane, for lanes ≥ 1
+	mu      sync.Mutex
+	cfg     config
+	plan    *plan // nil when recording
+	tr      *trace.Trace
+	log     chunks[trace.Event] // the events of tr, until finish
+	root    string
+	aligned bool        // every event so far equals the base event at its position
+	parted  atomic.Bool // !aligned, readable without the lock (memo.go)
+
+	lastEncoded atomic.Pointer[encodedValue] // the plain value the tail encoded last (memo.go)
+	state       map[string]trace.Value
+	occ         map[occKey]int
+	position    int // dependency calls intercepted
+	matched     int // recorded calls consumed by strict matching
+	divergence  error
+	calls       chunks[CallRecord]
+	counts      [4]int // served, executed, blocked, failed
+	liveModels  map[string]bool
+	liveTools   map[string]bool
+	ids         ids
+	direct      Call           // the Call handed to the Director, reused (valid only during Direct)
+	obs         Observer       // from the run's context; set before the agent runs, never changed
+	minted      mintedIDs      // provider-minted ids bound during the run (Transport)
+	lanes       map[string]int // call event id → lane, for lanes ≥ 1
 }
 
 // occKey counts the calls of one kind and name.
@@ -401,6 +405,9 @@ func (s *session) addLocked(ev trace.Event, clean *trace.Event) string {
 			if b := &base[ev.Step]; len(b.Redactions) > 0 {
 				ev.Redactions, entries = s.plan.redactionsOf(b, ev.Redactions, entries)
 			}
+		}
+		if !s.aligned {
+			s.parted.Store(true)
 		}
 	}
 	if ev.ID == "" {
