@@ -262,7 +262,16 @@ func mayNeedRedaction(s string) bool {
 // normalization is a substring of the text's, so text without them holds no
 // sensitive key, even one spelled pass_word or se"cret.
 func hasSensitiveAnchor(s string) bool {
-	var w [6]byte // the last six normalized characters
+	// w holds the last eight normalized characters, the newest in the low
+	// byte; each anchor is compared with its low bytes at its last letter.
+	const (
+		key    = 'k'<<16 | 'e'<<8 | 'y'
+		token  = 't'<<32 | 'o'<<24 | 'k'<<16 | 'e'<<8 | 'n'
+		auth   = 'a'<<24 | 'u'<<16 | 't'<<8 | 'h'
+		passw  = 'p'<<32 | 'a'<<24 | 's'<<16 | 's'<<8 | 'w'
+		secret = 's'<<40 | 'e'<<32 | 'c'<<24 | 'r'<<16 | 'e'<<8 | 't'
+	)
+	var w uint64
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
@@ -276,34 +285,33 @@ func hasSensitiveAnchor(s string) bool {
 				i++
 			}
 			continue
-		case strings.HasPrefix(s[i:], "\u212a"): // Kelvin sign: lowercases to k
+		case c == 0xe2 && strings.HasPrefix(s[i:], "\u212a"): // Kelvin sign: lowercases to k
 			c, i = 'k', i+2
-		case strings.HasPrefix(s[i:], "\u0130"): // İ: lowercases to i
+		case c == 0xc4 && strings.HasPrefix(s[i:], "\u0130"): // İ: lowercases to i
 			c, i = 'i', i+1
 		default:
 			continue
 		}
-		copy(w[:], w[1:])
-		w[5] = c
+		w = w<<8 | uint64(c)
 		switch c {
 		case 'y':
-			if string(w[3:]) == "key" {
+			if w&0xffffff == key {
 				return true
 			}
 		case 'n':
-			if string(w[1:]) == "token" {
+			if w&0xffffffffff == token {
 				return true
 			}
 		case 'h':
-			if string(w[2:]) == "auth" {
+			if w&0xffffffff == auth {
 				return true
 			}
 		case 'w':
-			if string(w[1:]) == "passw" {
+			if w&0xffffffffff == passw {
 				return true
 			}
 		case 't':
-			if string(w[:]) == "secret" {
+			if w&0xffffffffffff == secret {
 				return true
 			}
 		}

@@ -135,3 +135,65 @@ func FuzzRedactValueMatchesEagerWalk(f *testing.F) {
 		}
 	})
 }
+
+// hasSensitiveAnchorWindow is hasSensitiveAnchor as it was, with a window
+// of six bytes shifted by copy: the reference for the rolling word.
+func hasSensitiveAnchorWindow(s string) bool {
+	var w [6]byte
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z' || c >= '0' && c <= '9':
+		case c >= 'A' && c <= 'Z':
+			c += 'a' - 'A'
+		case c == '\\':
+			if i+1 < len(s) && s[i+1] == 'u' {
+				i += 5
+			} else {
+				i++
+			}
+			continue
+		case strings.HasPrefix(s[i:], "\u212a"):
+			c, i = 'k', i+2
+		case strings.HasPrefix(s[i:], "\u0130"):
+			c, i = 'i', i+1
+		default:
+			continue
+		}
+		copy(w[:], w[1:])
+		w[5] = c
+		for _, a := range []string{"key", "token", "auth", "passw", "secret"} {
+			if string(w[6-len(a):]) == a {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func TestHasSensitiveAnchorIsItsDefinition(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(3, 4))
+	pieces := []string{"", "k", "e", "y", "K", "E", "Y", "to", "ken", "au", "th", "pa", "ss", "w", "se", "cr", "et",
+		"_", "-", " ", `"`, `\"`, `\\`, `\u0041`, `\n`, "\u212a", "ey", "\u0130", "İ", "ü", "0", "x", "SECRET", "Pass_W"}
+	for i := 0; i < 50000; i++ {
+		var b strings.Builder
+		for n := r.IntN(8); n >= 0; n-- {
+			b.WriteString(pieces[r.IntN(len(pieces))])
+		}
+		s := b.String()
+		if got, want := hasSensitiveAnchor(s), hasSensitiveAnchorWindow(s); got != want {
+			t.Fatalf("hasSensitiveAnchor(%q) = %v, want %v", s, got, want)
+		}
+	}
+}
+
+func BenchmarkHasSensitiveAnchor(b *testing.B) {
+	text := strings.Repeat(`{"content":"The refund of order 1234 was approved by the agent after checking the policy limits and the customer's history.","role":"assistant","usage":{"total_cost":42}}`, 8)
+	b.SetBytes(int64(len(text)))
+	for b.Loop() {
+		if hasSensitiveAnchor(text) {
+			b.Fatal("no anchor in the text")
+		}
+	}
+}
