@@ -520,9 +520,9 @@ func (s *session) appendCallLocked(ic *intercept, input trace.Value, model strin
 		ev.Type, ev.Name = trace.ToolCall, ic.name
 	}
 	if clean {
-		return s.addLocked(ev, &noRedactions)
+		return s.addLocked(&ev, &noRedactions)
 	}
-	return s.appendLocked(ev)
+	return s.appendLocked(&ev)
 }
 
 // noRedactions stands for a payload that needed none.
@@ -541,25 +541,25 @@ func (s *session) appendServedLocked(ic *intercept, callID, model string, d deci
 		var resID string
 		if r.Result != nil {
 			res.DurationMS = r.Result.DurationMS
-			resID = s.addLocked(res, r.Result)
+			resID = s.addLocked(&res, r.Result)
 		} else {
-			resID = s.appendLocked(res)
+			resID = s.appendLocked(&res)
 		}
 		if d.failure != nil && r.Failure != nil {
-			s.addLocked(trace.Event{Type: trace.ErrorEvent, ParentID: resID, Status: trace.StatusError,
+			s.addLocked(&trace.Event{Type: trace.ErrorEvent, ParentID: resID, Status: trace.StatusError,
 				ErrorType: r.Failure.ErrorType, Message: r.Failure.Message, Details: r.Failure.Details}, r.Failure)
 		}
 		return
 	}
 	if r.Result != nil {
 		res := r.Result.Clone()
-		s.addLocked(trace.Event{Type: trace.LLMResponse, ParentID: callID, Model: res.Model, Status: res.Status,
+		s.addLocked(&trace.Event{Type: trace.LLMResponse, ParentID: callID, Model: res.Model, Status: res.Status,
 			Output: res.Output, DurationMS: res.DurationMS, PromptTokens: res.PromptTokens,
 			CompletionTokens: res.CompletionTokens, TotalTokens: res.TotalTokens, CostUSD: res.CostUSD}, r.Result)
 		return
 	}
 	if r.Failure != nil {
-		s.addLocked(trace.Event{Type: trace.ErrorEvent, ParentID: callID, Status: trace.StatusError,
+		s.addLocked(&trace.Event{Type: trace.ErrorEvent, ParentID: callID, Status: trace.StatusError,
 			ErrorType: r.Failure.ErrorType, Message: r.Failure.Message, Details: r.Failure.Details}, r.Failure)
 	}
 }
@@ -570,7 +570,7 @@ func (s *session) appendResultLocked(ic *intercept, callID, model string, st tra
 		out = trace.NullValue
 	}
 	if ic.kind == KindTool {
-		s.appendLocked(trace.Event{Type: trace.ToolResult, ParentID: callID, Name: ic.name, Status: st, Output: out})
+		s.appendLocked(&trace.Event{Type: trace.ToolResult, ParentID: callID, Name: ic.name, Status: st, Output: out})
 		return
 	}
 	ev := trace.Event{Type: trace.LLMResponse, ParentID: callID, Model: model, Status: st, Output: out, DurationMS: ms}
@@ -581,7 +581,7 @@ func (s *session) appendResultLocked(ic *intercept, callID, model string, st tra
 			ev.CostUSD = &c
 		}
 	}
-	s.appendLocked(ev)
+	s.appendLocked(&ev)
 }
 
 func nonZero(n int64) *int64 {
@@ -600,10 +600,10 @@ func (s *session) appendFailureLocked(ic *intercept, callID, model string, err e
 	msg := errorMessage(err, typ)
 	parent := callID
 	if ic.kind == KindTool {
-		parent = s.appendLocked(trace.Event{Type: trace.ToolResult, ParentID: callID, Name: ic.name,
+		parent = s.appendLocked(&trace.Event{Type: trace.ToolResult, ParentID: callID, Name: ic.name,
 			Status: trace.StatusError, Output: failureOutput(typ, msg)})
 	}
-	s.appendLocked(trace.Event{Type: trace.ErrorEvent, ParentID: parent, Status: trace.StatusError, ErrorType: typ, Message: msg})
+	s.appendLocked(&trace.Event{Type: trace.ErrorEvent, ParentID: parent, Status: trace.StatusError, ErrorType: typ, Message: msg})
 }
 
 func failureOutput(typ, msg string) trace.Value {

@@ -32,7 +32,7 @@ func Node(ctx context.Context, name string, fn func(context.Context) error) erro
 	s.mu.Lock()
 	ev := trace.MarkerEvent(trace.Marker{Key: trace.MarkerNode, Name: name, Phase: trace.PhaseEnter})
 	ev.ParentID = sc.parent
-	enter := s.appendLocked(ev)
+	enter := s.appendLocked(&ev)
 	lane := s.laneLocked(sc, gid)
 	s.noteLaneLocked(enter, lane)
 	s.mu.Unlock()
@@ -45,7 +45,7 @@ func Node(ctx context.Context, name string, fn func(context.Context) error) erro
 		ev := trace.MarkerEvent(m)
 		ev.ParentID = enter
 		s.mu.Lock()
-		s.appendLocked(ev)
+		s.appendLocked(&ev)
 		s.mu.Unlock()
 	}
 	done := false
@@ -120,7 +120,7 @@ func (s *session) setLocked(sc *scope, key string, v trace.Value) {
 		}
 		ev.Redactions = paths
 	}
-	id := s.appendLocked(ev)
+	id := s.appendLocked(&ev)
 	for _, p := range paths {
 		s.tr.Redactions = append(s.tr.Redactions, trace.RedactionEntry{EventID: id, Path: p, Reason: trace.ReasonSensitiveKey, Replacement: trace.Redacted})
 	}
@@ -409,7 +409,7 @@ func (s *session) marker(sc *scope, kind CallKind, name string, computed trace.V
 	ev := trace.MarkerEvent(m)
 	ev.ParentID = sc.parent
 	s.mu.Lock()
-	s.appendLocked(ev)
+	s.appendLocked(&ev)
 	s.mu.Unlock()
 	return res
 }

@@ -354,18 +354,18 @@ func (g ids) append(dst []byte) []byte {
 	return dst
 }
 
-// appendLocked adds ev to the session's trace: run id, step, time, redaction
+// appendLocked adds (a copy of) ev to the session's trace, filling in ev: run id, step, time, redaction
 // (before anything is kept), hashes, and an id. While every event so far
 // equals the base event at the same position (type, names, parent, status and
 // payloads), the base event's id is reused, so a faithful replay or the
 // unchanged prefix of a fork carries the base's ids; from the first
 // difference on, ids are fresh.
-func (s *session) appendLocked(ev trace.Event) string { return s.addLocked(ev, nil) }
+func (s *session) appendLocked(ev *trace.Event) string { return s.addLocked(ev, nil) }
 
 // addLocked is appendLocked for an event whose payloads are already
 // redacted when clean is not nil: the redactions of the recorded event
 // clean stands for are carried over instead of redacting again.
-func (s *session) addLocked(ev trace.Event, clean *trace.Event) string {
+func (s *session) addLocked(ev *trace.Event, clean *trace.Event) string {
 	ev.RunID = s.tr.RunID
 	ev.Step = s.log.n
 	ev.Timestamp = now()
@@ -380,13 +380,13 @@ func (s *session) addLocked(ev trace.Event, clean *trace.Event) string {
 	// that one holds nothing to redact, holds nothing either: the common
 	// case of a replay, which then needs no redaction pass.
 	same := s.aligned && ev.Step < len(s.plan.base.Events) &&
-		sameEvent(&s.plan.base.Events[ev.Step], &ev) && s.plan.cleanAt(ev.Step)
+		sameEvent(&s.plan.base.Events[ev.Step], ev) && s.plan.cleanAt(ev.Step)
 	switch {
 	case same:
-	case clean == nil || !cleanStrings(&ev):
-		red, es, err := trace.RedactEvent(ev)
+	case clean == nil || !cleanStrings(ev):
+		red, es, err := trace.RedactEvent(*ev)
 		if err == nil {
-			ev, entries = red, es
+			*ev, entries = red, es
 		}
 	case len(clean.Redactions) > 0:
 		ev.Redactions = append([]string(nil), clean.Redactions...)
@@ -396,7 +396,7 @@ func (s *session) addLocked(ev trace.Event, clean *trace.Event) string {
 	}
 	if s.aligned {
 		s.aligned = false
-		if base := s.plan.base.Events; ev.Step < len(base) && (same || sameEvent(&base[ev.Step], &ev)) {
+		if base := s.plan.base.Events; ev.Step < len(base) && (same || sameEvent(&base[ev.Step], ev)) {
 			// Same type and payloads: the base's hashes (computed once per
 			// Prepared, never trusted from the file) and its id.
 			ev.InputHash, ev.OutputHash = s.plan.hashesOf(ev.Step)
@@ -411,12 +411,12 @@ func (s *session) addLocked(ev trace.Event, clean *trace.Event) string {
 		}
 	}
 	if ev.ID == "" {
-		s.stampLocked(&ev)
+		s.stampLocked(ev)
 	}
 	for i := range entries {
 		entries[i].EventID = ev.ID
 	}
-	s.log.add(&ev)
+	s.log.add(ev)
 	if len(entries) > 0 {
 		s.tr.Redactions = append(s.tr.Redactions, entries...)
 	}
@@ -488,7 +488,7 @@ func (s *session) occurrenceLocked(kind CallKind, name string) int {
 // recorded, a failed save); the agent's error is in Result.Err.
 func (s *session) run(ctx context.Context, input trace.Value, agent Agent) (*Result, error) {
 	s.mu.Lock()
-	s.root = s.appendLocked(trace.Event{Type: trace.RunStart, Input: input})
+	s.root = s.appendLocked(&trace.Event{Type: trace.RunStart, Input: input})
 	s.mu.Unlock()
 	var info *RunInfo
 	if s.obs = observerFrom(ctx); s.obs != nil {
@@ -565,14 +565,14 @@ func (s *session) finish(out any, err error) (*Result, error) {
 	}
 	if err != nil {
 		typ := errorType(err)
-		s.appendLocked(trace.Event{Type: trace.ErrorEvent, ParentID: s.root, Status: trace.StatusError,
+		s.appendLocked(&trace.Event{Type: trace.ErrorEvent, ParentID: s.root, Status: trace.StatusError,
 			ErrorType: typ, Message: errorMessage(err, typ)})
 		ev := s.log.last()
 		s.tr.Failure = &trace.Failure{Type: ev.ErrorType, Message: ev.Message, Step: ev.Step}
-		s.appendLocked(trace.Event{Type: trace.RunEnd, RunStatus: trace.RunFailed, Output: trace.NullValue})
+		s.appendLocked(&trace.Event{Type: trace.RunEnd, RunStatus: trace.RunFailed, Output: trace.NullValue})
 		s.tr.Status = trace.RunFailed
 	} else {
-		s.appendLocked(trace.Event{Type: trace.RunEnd, RunStatus: trace.RunCompleted, Output: ov})
+		s.appendLocked(&trace.Event{Type: trace.RunEnd, RunStatus: trace.RunCompleted, Output: ov})
 		s.tr.Status = trace.RunCompleted
 	}
 	s.tr.Events = s.log.all()

@@ -641,7 +641,7 @@ func (s *session) appendResponseLocked(ic *intercept, callID, model string, out 
 	if u != nil {
 		ev.PromptTokens, ev.CompletionTokens, ev.TotalTokens = nonZero(u.PromptTokens), nonZero(u.CompletionTokens), nonZero(u.TotalTokens)
 	}
-	s.appendLocked(ev)
+	s.appendLocked(&ev)
 }
 
 // fail writes the error event of a call that got no response.
