@@ -266,7 +266,16 @@ func (p *Prepared) hashesOf(i int) (in, out string) {
 		return h[0], h[1]
 	}
 	var buf [2 * 2 * sha256.Size]byte
-	in, out = payloadHashes(buf[:0], &p.base.Events[i])
+	ev := &p.base.Events[i]
+	in, out = payloadHashes(buf[:0], ev)
+	// Where the recorded hashes are right, keep the event's own strings
+	// rather than a second copy of each.
+	if in == ev.InputHash {
+		in = ev.InputHash
+	}
+	if out == ev.OutputHash {
+		out = ev.OutputHash
+	}
 	if st.CompareAndSwap(0, 1) {
 		p.hashes[i] = [2]string{in, out}
 		st.Store(2)
