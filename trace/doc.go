@@ -3,7 +3,9 @@
 //
 // A bundle is a directory NAME.sftrace holding manifest.json, events.jsonl,
 // redactions.json and integrity.json. [Load] reads a whole bundle; [Open]
-// streams its events in constant memory; [Trace.Save] writes one atomically,
+// streams its events in constant memory; [ReadBehavior] reads a run's
+// behavior steps with a digest of each, without keeping the payloads of its
+// calls (what comparing two large bundles needs); [Trace.Save] writes one atomically,
 // redacting secrets and computing payload hashes first; [Builder] assembles a
 // trace in a few lines for tests.
 //

@@ -625,7 +625,7 @@ type validator struct {
 	issues   []rankedIssue
 	ids      map[string]idInfo // by idKey, the keys held in idBytes
 	idBytes  idArena
-	key      []byte // scratch for idKey
+	key, pkey []byte // scratch for idKey: the event's id, its parent's
 	n        int
 	prevStep int
 	pending  []pendingParent
@@ -690,14 +690,14 @@ func (v *validator) add(ev *Event, sums *payloadSums) {
 	var parent idInfo
 	var parentKnown bool
 	if ev.ParentID != "" {
-		v.key = idKey(v.key[:0], ev.ParentID)
-		parent, parentKnown = v.ids[string(v.key)]
+		v.pkey = idKey(v.pkey[:0], ev.ParentID)
+		parent, parentKnown = v.ids[string(v.pkey)]
 		if !parentKnown {
 			v.pending = append(v.pending, pendingParent{i, step, ev.ID, ev.ParentID})
 		}
 	}
 	if !dup {
-		v.ids[v.idBytes.keep(idKey(v.key[:0], ev.ID))] = idInfo{int32(i), ev.Type == ToolCall}
+		v.ids[v.idBytes.keep(v.key)] = idInfo{int32(i), ev.Type == ToolCall}
 	}
 
 	// Counters.

@@ -21,4 +21,9 @@
 //	for _, v := range variants {
 //		d := p.Diff(v) // the same as diff.Runs(base, v)
 //	}
+//
+// Comparing two saved runs too large to hold both in memory, [Bundles]
+// gives the Result of Runs without loading either: it reads each bundle
+// once keeping a digest of each step, and reads again only the payloads of
+// the aligned steps whose digests differ.
 package diff
