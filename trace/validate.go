@@ -620,15 +620,15 @@ type pendingParent struct {
 // validator runs the checks one event at a time, so that the same code
 // serves a Trace in memory and a bundle being streamed.
 type validator struct {
-	cfg      validateConfig
-	m        *Manifest
-	issues   []rankedIssue
-	ids      map[string]idInfo // by idKey, the keys held in idBytes
-	idBytes  idArena
+	cfg       validateConfig
+	m         *Manifest
+	issues    []rankedIssue
+	ids       map[string]idInfo // by idKey, the keys held in idBytes
+	idBytes   idArena
 	key, pkey []byte // scratch for idKey: the event's id, its parent's
-	n        int
-	prevStep int
-	pending  []pendingParent
+	n         int
+	prevStep  int
+	pending   []pendingParent
 
 	runStarts, errorEvents, llmCalls, toolCalls int
 	failureStepOK                               bool
