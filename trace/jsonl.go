@@ -8,8 +8,8 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
+	"unsafe"
 )
 
 // MaxLineBytes is the longest line of events.jsonl that the readers accept
@@ -495,7 +495,7 @@ func (d *eventDecoder) payloadOrSum(slot int) (Value, error) {
 	if d.digest {
 		// In canonical form none of the characters of the credential
 		// anchors is escaped, and keys are written as they are.
-		d.mayRedact = d.mayRedact || mayHoldCredentialPivot(d.buf)
+		d.mayRedact = d.mayRedact || mayHoldCredential(unsafe.String(unsafe.SliceData(d.buf), len(d.buf)))
 		d.http[slot] = bytes.Contains(d.buf, []byte(`"headers":`))
 	}
 	if d.track {
@@ -603,77 +603,6 @@ func mayHoldCredentialBytes(b []byte) bool {
 		}
 	}
 	return containsFoldBearerBytes(b, 'b') || containsFoldBearerBytes(b, 'B')
-}
-
-// credentialPivots are the bytes mayHoldCredentialPivot stops at, rarer
-// in text than the first bytes of the credential anchors: each anchor
-// holds one of them.
-var credentialPivots = []byte("-_AJP.xbB")
-
-// pivotAnchor is a credential anchor and where its pivot byte is in it.
-type pivotAnchor struct {
-	s    string
-	at   int
-	fold bool // "bearer", in any ASCII case
-}
-
-// anchorsByPivot holds every credential anchor (and "bearer") under the
-// first of credentialPivots that it holds.
-var anchorsByPivot = func() (t [256][]pivotAnchor) {
-	add := func(a string, fold bool) {
-		for _, p := range credentialPivots {
-			if fold && p != 'b' {
-				continue
-			}
-			if i := strings.IndexByte(a, p); i >= 0 {
-				t[p] = append(t[p], pivotAnchor{a, i, fold})
-				if fold {
-					t['B'] = append(t['B'], pivotAnchor{a, i, fold})
-				}
-				return
-			}
-		}
-		panic("trace: credential anchor " + a + " holds none of the pivot bytes")
-	}
-	for _, a := range credentialAnchors {
-		add(a, false)
-	}
-	add("bearer", true)
-	return t
-}()
-
-var isCredentialPivot = func() (t [256]bool) {
-	for _, p := range credentialPivots {
-		t[p] = true
-	}
-	return t
-}()
-
-// mayHoldCredentialPivot is mayHoldCredentialBytes in one pass: it stops
-// only at the bytes of credentialPivots and looks for the anchors that
-// hold that byte around it, which costs a fraction of looking for each
-// anchor in turn. Like mayHoldCredentialBytes, it applies to canonical
-// JSON text, where none of the anchors' characters is escaped.
-func mayHoldCredentialPivot(b []byte) bool {
-	for i, c := range b {
-		if !isCredentialPivot[c] {
-			continue
-		}
-		for _, a := range anchorsByPivot[c] {
-			st := i - a.at
-			if st < 0 || st+len(a.s) > len(b) {
-				continue
-			}
-			if a.fold {
-				if bytes.EqualFold(b[st:st+len(a.s)], []byte(a.s)) {
-					return true
-				}
-			} else if string(b[st:st+len(a.s)]) == a.s {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // containsFoldBearerBytes reports whether "bearer", in any ASCII case and
