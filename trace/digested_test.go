@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -61,64 +62,78 @@ func TestReadBehavior(t *testing.T) {
 	for _, p := range digestedBundles(t) {
 		t.Run(filepath.Base(filepath.Dir(p))+"/"+filepath.Base(p), func(t *testing.T) {
 			t.Parallel()
-			tr, err := Load(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := tr.Behavior()
-			var visited []Event
-			run, err := ReadBehavior(p, func(ev *Event) { visited = append(visited, *ev) })
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(visited) != len(tr.Events) {
-				t.Fatalf("visited %d events, want %d", len(visited), len(tr.Events))
-			}
-			for i, got := range visited {
-				w := tr.Events[i]
-				if got.Input.IsAbsent() && got.Output.IsAbsent() && (!w.Input.IsAbsent() || !w.Output.IsAbsent()) {
-					w.Input, w.Output, w.InputHash, w.OutputHash = Value{}, Value{}, "", "" // read as a digest
-				}
-				if diff := cmp.Diff(w, got, cmp.AllowUnexported(Value{})); diff != "" {
-					t.Fatalf("event %d (-Load +visited):\n%s", i, diff)
-				}
-			}
-			if len(run.Steps) != len(want) || len(run.Digests) != len(want) {
-				t.Fatalf("%d steps and %d digests, want %d steps", len(run.Steps), len(run.Digests), len(want))
-			}
-			var all []int
-			elided := 0
-			for i := range want {
-				if run.Steps[i].Payload.IsAbsent() {
-					elided++
-				}
-				if run.Digests[i] != stepDigest(&want[i]) {
-					t.Errorf("step %d (%s %s): digest differs from that of the loaded step", i, want[i].Type, want[i].Label)
-				}
-				got := run.Steps[i]
-				if got.Payload.IsAbsent() {
-					got.Payload = want[i].Payload
-				}
-				if diff := cmp.Diff(want[i], got, cmp.AllowUnexported(Value{})); diff != "" {
-					t.Errorf("step %d (-Behavior +ReadBehavior):\n%s", i, diff)
-				}
-				all = append(all, i)
-			}
-			// Python's recorded run has 1,000 calls, none with anything
-			// to redact: each is read as digests only.
-			if strings.Contains(p, "run_1000_calls") && elided != 1000 {
-				t.Errorf("%d steps read as digests, want 1000", elided)
-			}
-			if run.Manifest.RunID != tr.RunID || run.Path != p {
-				t.Errorf("run %s at %s, want %s at %s", run.Manifest.RunID, run.Path, tr.RunID, p)
-			}
-			if err := run.LoadPayloads(all...); err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(want, run.Steps, cmp.AllowUnexported(Value{})); diff != "" {
-				t.Errorf("after LoadPayloads (-Behavior +ReadBehavior):\n%s", diff)
-			}
+			checkReadBehavior(t, p)
 		})
+	}
+}
+
+// checkReadBehavior checks ReadBehavior of the bundle at p against Load
+// and Behavior: the same steps, payloads aside, with the digests of those
+// steps, the same events (but for what is read as a digest) given to
+// visit, and the whole steps after LoadPayloads. When Load fails,
+// ReadBehavior must fail with the same error.
+func checkReadBehavior(t *testing.T, p string) {
+	t.Helper()
+	tr, lerr := Load(p)
+	if lerr != nil {
+		_, err := ReadBehavior(p, nil)
+		if err == nil || err.Error() != lerr.Error() {
+			t.Fatalf("ReadBehavior: %v; want the error of Load: %v", err, lerr)
+		}
+		return
+	}
+	want := tr.Behavior()
+	var visited []Event
+	run, err := ReadBehavior(p, func(ev *Event) { visited = append(visited, *ev) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(visited) != len(tr.Events) {
+		t.Fatalf("visited %d events, want %d", len(visited), len(tr.Events))
+	}
+	for i, got := range visited {
+		w := tr.Events[i]
+		if got.Input.IsAbsent() && got.Output.IsAbsent() && (!w.Input.IsAbsent() || !w.Output.IsAbsent()) {
+			w.Input, w.Output, w.InputHash, w.OutputHash = Value{}, Value{}, "", "" // read as a digest
+		}
+		if diff := cmp.Diff(w, got, cmp.AllowUnexported(Value{})); diff != "" {
+			t.Fatalf("event %d (-Load +visited):\n%s", i, diff)
+		}
+	}
+	if len(run.Steps) != len(want) || len(run.Digests) != len(want) {
+		t.Fatalf("%d steps and %d digests, want %d steps", len(run.Steps), len(run.Digests), len(want))
+	}
+	var all []int
+	elided := 0
+	for i := range want {
+		if run.Steps[i].Payload.IsAbsent() {
+			elided++
+		}
+		if run.Digests[i] != stepDigest(&want[i]) {
+			t.Errorf("step %d (%s %s): digest differs from that of the loaded step", i, want[i].Type, want[i].Label)
+		}
+		got := run.Steps[i]
+		if got.Payload.IsAbsent() {
+			got.Payload = want[i].Payload
+		}
+		if diff := cmp.Diff(want[i], got, cmp.AllowUnexported(Value{})); diff != "" {
+			t.Errorf("step %d (-Behavior +ReadBehavior):\n%s", i, diff)
+		}
+		all = append(all, i)
+	}
+	// Python's recorded run has 1,000 calls, none with anything
+	// to redact: each is read as digests only.
+	if strings.Contains(p, "run_1000_calls") && elided != 1000 {
+		t.Errorf("%d steps read as digests, want 1000", elided)
+	}
+	if run.Manifest.RunID != tr.RunID || run.Path != p {
+		t.Errorf("run %s at %s, want %s at %s", run.Manifest.RunID, run.Path, tr.RunID, p)
+	}
+	if err := run.LoadPayloads(all...); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, run.Steps, cmp.AllowUnexported(Value{})); diff != "" {
+		t.Errorf("after LoadPayloads (-Behavior +ReadBehavior):\n%s", diff)
 	}
 }
 
@@ -148,5 +163,69 @@ func TestReadBehaviorDigestsDistinguish(t *testing.T) {
 	editFile(t, p, EventsFile, replace(`"output":{"price":1}`, `"output":{"price":2}`))
 	if err := run.LoadPayloads(0); err == nil || !strings.Contains(err.Error(), "changed while it was read") {
 		t.Errorf("LoadPayloads after an edit: %v, want an error saying the file changed", err)
+	}
+}
+
+// FuzzReadBehavior reads arbitrary bytes as the events.jsonl of a bundle
+// with ReadBehavior and checks it against Load and Behavior
+// (checkReadBehavior): it fails where Load fails, with the same error, and
+// otherwise gives the same steps, each with the digest of its content.
+func FuzzReadBehavior(f *testing.F) {
+	for _, data := range vectorFiles(f, EventsFile) {
+		if len(data) < 1<<16 {
+			f.Add(data)
+		}
+	}
+	src := filepath.Join(vectorDir, "stepfork", "successful_run.sftrace")
+	lines, err := os.ReadFile(filepath.Join(src, EventsFile))
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, edit := range [][2]string{{`"output":{`, `"output":{"api_key":"x",`}, {`"output":{`, `"output":{"headers":{},"status":200,`},
+		{`"input":{`, `"input":{"k":"sk-abcdefghijklmnop",`}, {`"input":{`, `"input":{ "z":1.50, "a":[ ],`}} {
+		f.Add([]byte(strings.ReplaceAll(string(lines), edit[0], edit[1])))
+	}
+	manifest, err := os.ReadFile(filepath.Join(src, ManifestFile))
+	if err != nil {
+		f.Fatal(err)
+	}
+	redactions, err := os.ReadFile(filepath.Join(src, RedactionsFile))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p := filepath.Join(t.TempDir(), "run.sftrace")
+		if err := os.Mkdir(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for name, b := range map[string][]byte{ManifestFile: manifest, RedactionsFile: redactions, EventsFile: data} {
+			if err := os.WriteFile(filepath.Join(p, name), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		checkReadBehavior(t, p)
+	})
+}
+
+// TestFuzzReadBehaviorSeedsLoad checks that the bundles FuzzReadBehavior
+// builds load, so that its seeds test more than the errors.
+func TestFuzzReadBehaviorSeedsLoad(t *testing.T) {
+	t.Parallel()
+	src := filepath.Join(vectorDir, "stepfork", "successful_run.sftrace")
+	p := filepath.Join(t.TempDir(), "run.sftrace")
+	if err := os.Mkdir(p, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{ManifestFile, RedactionsFile, EventsFile} {
+		data, err := os.ReadFile(filepath.Join(src, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(p, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := Load(p); err != nil {
+		t.Fatalf("a bundle as FuzzReadBehavior builds it does not load: %v", err)
 	}
 }
