@@ -376,22 +376,26 @@ func (s *session) addLocked(ev *trace.Event, clean *trace.Event) string {
 		ev.ReplayPolicy = trace.PolicyFrozen
 	}
 	var entries []trace.RedactionEntry
-	// An event equal, as it is, to the base event at its place, where
-	// that one holds nothing to redact, holds nothing either: the common
-	// case of a replay, which then needs no redaction pass.
-	same := s.aligned && ev.Step < len(s.plan.base.Events) &&
-		sameEvent(&s.plan.base.Events[ev.Step], ev) && s.plan.cleanAt(ev.Step)
+	same := false // ev equals the base event at its place
 	switch {
-	case same:
-	case clean == nil || !cleanStrings(ev):
+	case clean != nil && cleanStrings(ev):
+		// Payloads served from the recording: its redactions carry over.
+		if len(clean.Redactions) > 0 {
+			ev.Redactions = append([]string(nil), clean.Redactions...)
+			for _, p := range ev.Redactions {
+				entries = append(entries, s.plan.entry(clean.ID, p))
+			}
+		}
+	case s.aligned && ev.Step < len(s.plan.base.Events) &&
+		sameEvent(&s.plan.base.Events[ev.Step], ev) && s.plan.cleanAt(ev.Step):
+		// An event equal, as it is, to the base event at its place, where
+		// that one holds nothing to redact, holds nothing either: the
+		// common case of a replay, which then needs no redaction pass.
+		same = true
+	default:
 		red, es, err := trace.RedactEvent(*ev)
 		if err == nil {
 			*ev, entries = red, es
-		}
-	case len(clean.Redactions) > 0:
-		ev.Redactions = append([]string(nil), clean.Redactions...)
-		for _, p := range ev.Redactions {
-			entries = append(entries, s.plan.entry(clean.ID, p))
 		}
 	}
 	if s.aligned {
