@@ -404,9 +404,13 @@ func (s *session) addLocked(ev *trace.Event, clean *trace.Event) string {
 			// Same type and payloads: the base's hashes (computed once per
 			// Prepared, never trusted from the file) and its id.
 			ev.InputHash, ev.OutputHash = s.plan.hashesOf(ev.Step)
-			ev.ID = base[ev.Step].ID
+			b := &base[ev.Step]
+			ev.ID = b.ID
+			// The same payloads: keep the base's strings, so that the new
+			// trace shares them instead of holding copies.
+			ev.Input, ev.Output, ev.Before, ev.After, ev.Details = b.Input, b.Output, b.Before, b.After, b.Details
 			s.aligned = true
-			if b := &base[ev.Step]; len(b.Redactions) > 0 {
+			if len(b.Redactions) > 0 {
 				ev.Redactions, entries = s.plan.redactionsOf(b, ev.Redactions, entries)
 			}
 		}
