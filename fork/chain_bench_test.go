@@ -18,7 +18,7 @@ import (
 // tool "step" with node i−1's output {v, tag}, which returns {v+1, tag}, and
 // writes it to the state key "n{i}_result": five events per node.
 //
-//	go test ./fork -run '^$' -bench 'Chain' -benchtime 20x -cpu 1,2
+//	go test ./fork -run '^$' -bench 'Chain$' -benchtime 20x -cpu 1,2
 //	go test ./fork -run '^$' -bench 'ChainScaling' -benchtime 3x
 
 type chainValue struct {
@@ -162,18 +162,47 @@ func benchChain(b *testing.B, sizes []int) {
 		for _, n := range sizes {
 			b.Run(fmt.Sprintf("%s/N=%d", op.name, n), func(b *testing.B) {
 				base := chainRun(b, n)
-				b.ReportAllocs()
-				var before runtime.MemStats
-				runtime.ReadMemStats(&before)
-				defer reportCPU(b, cpuTime())
-				for b.Loop() {
-					op.run(b, base, n)
-				}
-				var after runtime.MemStats
-				runtime.ReadMemStats(&after)
-				b.ReportMetric(float64(after.Mallocs-before.Mallocs)/float64(b.N)/float64(n), "allocs/node")
-				b.ReportMetric(float64(maxRSS())/float64(len(base.Events)), "maxrss-B/event")
+				op.run(b, base, n) // the steady state: the base was replayed or forked before
+				measureChain(b, n, len(base.Events), func() { op.run(b, base, n) })
 			})
 		}
 	}
+}
+
+// BenchmarkChainFirst measures the first operation on a base run, which
+// prepares what later ones share (the replay plan, the fork index, the
+// payload hashes, the memo of plain values): each iteration works on a
+// trace never seen before, a shallow copy of the recorded one.
+//
+//	go test ./fork -run '^$' -bench 'ChainFirst' -benchtime 10x
+func BenchmarkChainFirst(b *testing.B) {
+	for _, op := range chainOps {
+		for _, n := range []int{100, 1_000, 10_000} {
+			b.Run(fmt.Sprintf("%s/N=%d", op.name, n), func(b *testing.B) {
+				base := chainRun(b, n)
+				measureChain(b, n, len(base.Events), func() {
+					fresh := *base
+					op.run(b, &fresh, n)
+				})
+			})
+		}
+	}
+}
+
+// measureChain runs op in the benchmark loop and reports CPU time,
+// allocations per node and the peak resident set per event.
+func measureChain(b *testing.B, n, events int, op func()) {
+	b.Helper()
+	b.ReportAllocs()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	start := cpuTime()
+	for b.Loop() {
+		op()
+	}
+	reportCPU(b, start)
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/float64(b.N)/float64(n), "allocs/node")
+	b.ReportMetric(float64(maxRSS())/float64(events), "maxrss-B/event")
 }

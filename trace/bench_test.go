@@ -18,7 +18,7 @@ import (
 
 // Benchmarks of the hot paths. The bundles they read are generated once per
 // test binary, only when a benchmark asks for them, so `go test ./...`
-// stays fast. Figures and the command that produced them: BENCHMARKS.md.
+// stays fast. Figures and the command that produced them: BENCHMARKS.md at the module root.
 
 // benchSizes are the event counts of the generated bundles.
 var benchSizes = []int{1_000, 10_000, 100_000}

@@ -29,7 +29,7 @@ import (
 // per operation (cpu-ns/op: user + system time of the process, which stays
 // meaningful on a shared machine) and allocations. BenchmarkCLIProcess runs
 // the built binary and reports the whole process: wall time, CPU time and
-// peak RSS (maxrss-MiB, the largest of the runs). Commands and figures: trace/BENCHMARKS.md.
+// peak RSS (maxrss-MiB, the largest of the runs). Commands and figures: BENCHMARKS.md at the module root.
 
 var benchBundles struct {
 	sync.Mutex
