@@ -53,8 +53,15 @@
 // an unconsumed base call; served calls are never counted as incurred cost.
 // A fork with no changes reproduces its base exactly, at every point.
 //
+// What a fork needs to know about its base (the index of its events, the
+// replay plan with its verified payload hashes, the base side of the diff)
+// is built once per base trace and shared, read-only, by every later [Run],
+// [Each], [Estimate] and [Points] of it; a base whose Events slice is
+// replaced or grown, or whose manifest or extras change, is indexed again,
+// but its events must not be changed in place once it has been forked.
+//
 // [Each] runs its variants concurrently ([Concurrency]), [Samples] times
-// each, sharing one read-only index of the base run; [Estimate] predicts a
+// each, sharing that read-only index of the base run; [Estimate] predicts a
 // sweep's calls and cost from the base run's tail without running anything,
 // and a [Budget] refuses a fork or sweep whose prediction exceeds it. A
 // [Score] scores every run; a scored sweep gives each variant's mean score
