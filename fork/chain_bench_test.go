@@ -6,9 +6,9 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 
+	"github.com/stepfork/stepfork/internal/cputime"
 	"github.com/stepfork/stepfork/replay"
 	"github.com/stepfork/stepfork/trace"
 )
@@ -62,14 +62,6 @@ func newChainAgent() *chainAgent {
 }
 
 func chainNodeName(i int) string { return "n" + strconv.Itoa(i) }
-
-// maxRSS is the process's peak resident set in bytes. It only grows, so
-// the sizes run smallest first and the largest sets the figure.
-func maxRSS() int64 {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return ru.Maxrss * 1024
-}
 
 var chainRuns sync.Map // int → *trace.Trace
 
@@ -196,13 +188,13 @@ func measureChain(b *testing.B, n, events int, op func()) {
 	b.ReportAllocs()
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
-	start := cpuTime()
+	start := cputime.Used()
 	for b.Loop() {
 		op()
 	}
-	reportCPU(b, start)
+	cputime.Report(b, start)
 	var after runtime.MemStats
 	runtime.ReadMemStats(&after)
 	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/float64(b.N)/float64(n), "allocs/node")
-	b.ReportMetric(float64(maxRSS())/float64(events), "maxrss-B/event")
+	b.ReportMetric(float64(cputime.MaxRSS())/float64(events), "maxrss-B/event")
 }

@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/stepfork/stepfork/internal/cputime"
 	"github.com/stepfork/stepfork/replay"
 	"github.com/stepfork/stepfork/trace"
 )
@@ -65,21 +65,6 @@ func (w *longWorld) agent() replay.Agent {
 	})
 }
 
-// cpuTime is the CPU time the process has used (user + system). The
-// benchmarks report it per operation as cpu-ns/op next to ns/op, because
-// wall time is unreliable on a shared, loaded machine.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// reportCPU reports the CPU time used since start per operation.
-func reportCPU(b *testing.B, start time.Duration) {
-	b.Helper()
-	b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
-}
-
 var (
 	longOnce sync.Once
 	longBase *trace.Trace
@@ -103,7 +88,7 @@ func BenchmarkRunMiddleLiveTail(b *testing.B) {
 	agent := w.agent()
 	at := BeforeCall(replay.KindTool, "step", 500)
 	b.ReportAllocs()
-	defer reportCPU(b, cpuTime())
+	defer cputime.Report(b, cputime.Used())
 	for b.Loop() {
 		v, err := Run(context.Background(), base, at, agent)
 		if err != nil || v.Status != StatusCompleted || v.LiveModelCalls != 1 {
@@ -117,7 +102,7 @@ func BenchmarkRunMemoizedNullForkFromStart(b *testing.B) {
 	w := &longWorld{}
 	agent := w.agent()
 	b.ReportAllocs()
-	defer reportCPU(b, cpuTime())
+	defer cputime.Report(b, cputime.Used())
 	for b.Loop() {
 		v, err := Run(context.Background(), base, Start(), agent, Memoize())
 		if err != nil || !v.Diff.Equivalent() {
@@ -143,7 +128,7 @@ func BenchmarkEach3Middle(b *testing.B) {
 	at := BeforeCall(replay.KindTool, "step", 500)
 	vs := sweepVariants(3)
 	b.ReportAllocs()
-	defer reportCPU(b, cpuTime())
+	defer cputime.Report(b, cputime.Used())
 	for b.Loop() {
 		if _, err := Each(context.Background(), base, at, agent, vs); err != nil {
 			b.Fatal(err)
@@ -160,10 +145,10 @@ func BenchmarkEach64(b *testing.B) {
 	at := BeforeCall(replay.KindTool, "step", 500)
 	vs := sweepVariants(64)
 	b.ReportAllocs()
-	defer reportCPU(b, cpuTime())
+	defer cputime.Report(b, cputime.Used())
 	defer func(cpu time.Duration, wall time.Time) {
-		b.ReportMetric(float64(cpuTime()-cpu)/float64(time.Since(wall)), "cores")
-	}(cpuTime(), time.Now())
+		b.ReportMetric(float64(cputime.Used()-cpu)/float64(time.Since(wall)), "cores")
+	}(cputime.Used(), time.Now())
 	for b.Loop() {
 		if _, err := Each(context.Background(), base, at, agent, vs); err != nil {
 			b.Fatal(err)
@@ -189,7 +174,7 @@ func BenchmarkIndex(b *testing.B) {
 		tr := bl.MustTrace()
 		b.Run(fmt.Sprintf("steps=%d", len(tr.Events)), func(b *testing.B) {
 			b.ReportAllocs()
-			defer reportCPU(b, cpuTime())
+			defer cputime.Report(b, cputime.Used())
 			for b.Loop() {
 				ix := newIndex(tr)
 				if len(ix.points()) == 0 {
@@ -206,7 +191,7 @@ func BenchmarkReplayFrozen(b *testing.B) {
 	base := longRun(b)
 	agent := (&longWorld{}).agent()
 	b.ReportAllocs()
-	defer reportCPU(b, cpuTime())
+	defer cputime.Report(b, cputime.Used())
 	for b.Loop() {
 		if _, err := replay.Replay(context.Background(), base, agent); err != nil {
 			b.Fatal(err)

@@ -4,13 +4,12 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/stepfork/stepfork/internal/cputime"
 	"github.com/stepfork/stepfork/replay"
 	"github.com/stepfork/stepfork/trace"
 )
@@ -30,20 +29,6 @@ func smallTool(_ context.Context, in smallIn) (smallOut, error) {
 }
 
 var sink smallOut
-
-// cpuTime is the CPU time the process has used (user + system). The
-// benchmarks report it per operation as cpu-ns/op next to ns/op, because
-// wall time is unreliable on a shared, loaded machine.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-func reportCPU(b *testing.B, start time.Duration) {
-	b.Helper()
-	b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
-}
 
 func BenchmarkToolPassThrough(b *testing.B) {
 	search := replay.Tool("search", smallTool)
@@ -74,11 +59,11 @@ func BenchmarkToolRecord(b *testing.B) {
 	b.ReportAllocs()
 	n := b.N
 	b.ResetTimer()
-	start := cpuTime()
+	start := cputime.Used()
 	if _, err := replay.Record(context.Background(), "bench", nil, loopAgent(n)); err != nil {
 		b.Fatal(err)
 	}
-	reportCPU(b, start)
+	cputime.Report(b, start)
 }
 
 // BenchmarkToolRecordRuns100 is the cost of one recorded tool call in runs
@@ -89,13 +74,13 @@ func BenchmarkToolRecordRuns100(b *testing.B) {
 	agent := loopAgent(100)
 	b.ReportAllocs()
 	b.ResetTimer()
-	start := cpuTime()
+	start := cputime.Used()
 	for range (b.N + 99) / 100 {
 		if _, err := replay.Record(context.Background(), "bench", nil, agent); err != nil {
 			b.Fatal(err)
 		}
 	}
-	reportCPU(b, start)
+	cputime.Report(b, start)
 }
 
 // BenchmarkToolReplayFrozen is the cost of one tool call served by a frozen
@@ -108,11 +93,11 @@ func BenchmarkToolReplayFrozen(b *testing.B) {
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
-	start := cpuTime()
+	start := cputime.Used()
 	if _, err := replay.Replay(context.Background(), rec.Trace, loopAgent(n)); err != nil {
 		b.Fatal(err)
 	}
-	reportCPU(b, start)
+	cputime.Report(b, start)
 }
 
 // BenchmarkReplay10kCalls loads a saved 10,000-call run from disk and replays
@@ -128,8 +113,8 @@ func BenchmarkReplay10kCalls(b *testing.B) {
 	}
 	agent := loopAgent(10_000)
 	b.ReportAllocs()
-	start := cpuTime()
-	defer reportCPU(b, start)
+	start := cputime.Used()
+	defer cputime.Report(b, start)
 	for b.Loop() {
 		tr, err := trace.Load(path)
 		if err != nil {
@@ -211,8 +196,8 @@ func BenchmarkReplayPython1000Calls(b *testing.B) {
 	}
 	agent := echoAgent(tr)
 	b.ReportAllocs()
-	start := cpuTime()
-	defer reportCPU(b, start)
+	start := cputime.Used()
+	defer cputime.Report(b, start)
 	for b.Loop() {
 		tr, err := trace.Load(path)
 		if err != nil {
@@ -286,7 +271,7 @@ func BenchmarkReplayPython10kCalls(b *testing.B) {
 	}
 	b.Run("first", func(b *testing.B) {
 		b.ReportAllocs()
-		defer reportCPU(b, cpuTime())
+		defer cputime.Report(b, cputime.Used())
 		for b.Loop() {
 			fresh := *tr // a new trace to the plan cache, sharing the events
 			run(b, &fresh)
@@ -295,7 +280,7 @@ func BenchmarkReplayPython10kCalls(b *testing.B) {
 	})
 	b.Run("again", func(b *testing.B) {
 		b.ReportAllocs()
-		defer reportCPU(b, cpuTime())
+		defer cputime.Report(b, cputime.Used())
 		for b.Loop() {
 			run(b, tr)
 		}

@@ -8,10 +8,10 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/stepfork/stepfork/internal/cputime"
 	"github.com/stepfork/stepfork/internal/pybundle"
 )
 
@@ -72,19 +72,6 @@ func removeBenchBundles() {
 	}
 }
 
-// cpuTime returns the CPU time (user + system) this process has used.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// reportCPU reports the CPU time used since start per operation.
-func reportCPU(b *testing.B, start time.Duration) {
-	b.Helper()
-	b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
-}
-
 // timeCmd is GNU time, which BenchmarkCLIProcess runs the binary under.
 const timeCmd = "/usr/bin/time"
 
@@ -102,7 +89,7 @@ func runInProcess(b *testing.B, want int, args ...string) {
 func BenchmarkCLIDiffJSON(b *testing.B) {
 	base, changed := benchBundle(b, 10_000, false), benchBundle(b, 10_000, true)
 	b.ReportAllocs()
-	defer reportCPU(b, cpuTime())
+	defer cputime.Report(b, cputime.Used())
 	for b.Loop() {
 		runInProcess(b, exitDifferent, "diff", "--json", base, changed)
 	}
@@ -115,7 +102,7 @@ func BenchmarkCLIValidateIntegrity(b *testing.B) {
 		b.Run(fmt.Sprintf("events=%d", pybundle.Events(calls)), func(b *testing.B) {
 			p := benchBundle(b, calls, false)
 			b.ReportAllocs()
-			defer reportCPU(b, cpuTime())
+			defer cputime.Report(b, cputime.Used())
 			for b.Loop() {
 				runInProcess(b, exitOK, "validate", "--verify-integrity", p)
 			}

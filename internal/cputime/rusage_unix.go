@@ -1,0 +1,26 @@
+//go:build unix
+
+package cputime
+
+import (
+	"runtime"
+	"syscall"
+	"time"
+)
+
+// Used is the CPU time (user + system) the process has used.
+func Used() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// MaxRSS is the process's peak resident set in bytes (0 where unknown).
+func MaxRSS() int64 {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	if runtime.GOOS == "darwin" || runtime.GOOS == "ios" {
+		return ru.Maxrss // bytes there, kilobytes elsewhere
+	}
+	return ru.Maxrss * 1024
+}
