@@ -27,8 +27,9 @@
 //
 // [Record] takes [RecordOption]s and [Replay] takes [ReplayOption]s; an
 // option that means nothing to an entry point ([Hybrid] for Record, say) does
-// not compile there. [SaveTo] is an option of both. To replay one trace many
-// times, [Prepare] it once and call [Prepared.Replay].
+// not compile there. [SaveTo] is an option of both. The replay plan of a
+// trace is computed once and shared by every replay of it; [Prepare] returns
+// it, for [Prepared.Replay].
 //
 // # Wrappers
 //
