@@ -1,3 +1,5 @@
+//go:build linux
+
 #include "textflag.h"
 
 // func getg() unsafe.Pointer

@@ -1,4 +1,4 @@
-//go:build amd64 || arm64
+//go:build (linux && amd64) || arm64
 
 package replay
 
@@ -7,8 +7,9 @@ import (
 	"unsafe"
 )
 
-// getg returns the running goroutine's runtime descriptor (the g the
-// scheduler keeps in a register or thread-local slot).
+// getg returns the running goroutine's runtime descriptor: on arm64 the
+// register the Go ABI keeps it in on every system, on linux/amd64 the
+// thread-local slot (elsewhere goid reads runtime.Stack).
 func getg() unsafe.Pointer
 
 // The offset of the goroutine id inside the runtime's g, found once by

@@ -1,4 +1,4 @@
-//go:build !amd64 && !arm64
+//go:build !((linux && amd64) || arm64)
 
 package replay
 
@@ -6,3 +6,6 @@ package replay
 // the goroutine that opened a scope from the others that call in it; it is
 // never called without a session.
 func goid() uint64 { return stackGoid() }
+
+// goidOffset is -1: no offset is looked for here.
+const goidOffset = -1

@@ -20,7 +20,7 @@ func MaxRSS() int64 {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	if runtime.GOOS == "darwin" || runtime.GOOS == "ios" {
-		return ru.Maxrss // bytes there, kilobytes elsewhere
+		return int64(ru.Maxrss) // bytes there, kilobytes elsewhere
 	}
-	return ru.Maxrss * 1024
+	return int64(ru.Maxrss) * 1024
 }
