@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/stepfork/stepfork/internal/scopepath"
 	"github.com/stepfork/stepfork/trace"
 )
 
@@ -410,23 +411,8 @@ func (p *Prepared) computePaths() {
 		if j, ok := p.index[ev.ParentID]; ok && int(j) < i && ev.ParentID != "" {
 			up = p.paths[j]
 		}
-		p.paths[i] = up + "/" + scopeLabel(ev)
+		p.paths[i] = up + "/" + scopepath.Label(ev)
 	}
-}
-
-// scopeLabel names an event as a scope: "node:<name>", "tool:<name>",
-// "llm:<provider/model>".
-func scopeLabel(ev *trace.Event) string {
-	switch {
-	case ev.Type == trace.ToolCall:
-		return "tool:" + ev.Name
-	case ev.Type == trace.LLMRequest:
-		return "llm:" + trace.LLMLabel(ev.Provider, ev.Model)
-	case ev.IsMarker():
-		m, _ := ev.Marker()
-		return "node:" + m.Name
-	}
-	return string(ev.Type) + ":" + ev.Label()
 }
 
 // outputHash is the hash of r's recorded output, computed once.

@@ -3,6 +3,7 @@ package diff
 import (
 	"slices"
 
+	"github.com/stepfork/stepfork/internal/scopepath"
 	"github.com/stepfork/stepfork/trace"
 )
 
@@ -37,7 +38,7 @@ func groupKeys(tr *trace.Trace, steps []trace.BehaviorStep) []string {
 		}
 		free[i] = free[i] || lanes[ev.ID] > 0
 		if ev.Type != trace.RunStart {
-			paths[i] = scope[i] + "/" + scopeLabel(ev)
+			paths[i] = scope[i] + "/" + scopepath.Label(ev)
 		}
 	}
 	keys := make([]string, len(steps))
@@ -52,21 +53,6 @@ func groupKeys(tr *trace.Trace, steps []trace.BehaviorStep) []string {
 		return nil
 	}
 	return keys
-}
-
-// scopeLabel names an event as a scope: "node:<name>", "tool:<name>",
-// "llm:<provider/model>".
-func scopeLabel(ev *trace.Event) string {
-	switch {
-	case ev.Type == trace.ToolCall:
-		return "tool:" + ev.Name
-	case ev.Type == trace.LLMRequest:
-		return "llm:" + trace.LLMLabel(ev.Provider, ev.Model)
-	case ev.IsMarker():
-		m, _ := ev.Marker()
-		return "node:" + m.Name
-	}
-	return string(ev.Type) + ":" + ev.Label()
 }
 
 // stepContent is what makes two steps equal: type, label and payload.
