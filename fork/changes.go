@@ -580,8 +580,11 @@ func Model(target, model string) Change {
 	return requestChange{kind: ckModel, target: target, text: model}
 }
 
-// Temperature sets the "temperature" field of the matching model calls'
-// requests (0 ≤ t ≤ 2). Targets match as for [Prompt].
+// Temperature sets the sampling temperature of the matching model calls'
+// requests (0 ≤ t ≤ 2) where the API reads it: the top-level
+// "temperature", Gemini's generationConfig.temperature, or the
+// config.temperature of a Genkit model request (contrib/genkit). Targets
+// match as for [Prompt].
 func Temperature(target string, t float64) Change {
 	return requestChange{kind: ckTemperature, target: target, temp: t}
 }

@@ -266,7 +266,9 @@ func editParts(parts trace.Value, e promptEdit, newPart func(string) trace.Value
 }
 
 // patchTemperature sets the sampling temperature where the API reads it:
-// Gemini's generationConfig.temperature, else the top-level "temperature".
+// Gemini's generationConfig.temperature; a Genkit model request's
+// config.temperature (contrib/genkit records "config" as an object, whatever
+// the plugin's config type); else the top-level "temperature".
 func patchTemperature(in trace.Value, t trace.Value) trace.Value {
 	for _, key := range [...]string{"generationConfig", "generation_config"} {
 		if gc := in.Get(key); gc.Kind() == trace.Object {
@@ -275,6 +277,9 @@ func patchTemperature(in trace.Value, t trace.Value) trace.Value {
 	}
 	if !in.Get("contents").IsAbsent() {
 		return withMember(in, "generationConfig", obj("temperature", t))
+	}
+	if c := in.Get("config"); c.Kind() == trace.Object && in.Get("messages").Kind() == trace.Array {
+		return withMember(in, "config", withMember(c, "temperature", t))
 	}
 	return withMember(in, "temperature", t)
 }

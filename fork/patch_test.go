@@ -76,10 +76,12 @@ func TestPatchTemperature(t *testing.T) {
 	t.Parallel()
 	t7 := trace.MustParse(`0.7`)
 	for in, want := range map[string]string{
-		`{"model":"m","temperature":0.1}`:                `{"model":"m","temperature":0.7}`,
-		`{"contents":[],"generationConfig":{"topK":3}}`:  `{"contents":[],"generationConfig":{"temperature":0.7,"topK":3}}`,
-		`{"contents":[]}`:                                `{"contents":[],"generationConfig":{"temperature":0.7}}`,
-		`{"contents":[],"generation_config":{"seed":1}}`: `{"contents":[],"generation_config":{"seed":1,"temperature":0.7}}`,
+		`{"model":"m","temperature":0.1}`:                                   `{"model":"m","temperature":0.7}`,
+		`{"contents":[],"generationConfig":{"topK":3}}`:                     `{"contents":[],"generationConfig":{"temperature":0.7,"topK":3}}`,
+		`{"contents":[]}`:                                                   `{"contents":[],"generationConfig":{"temperature":0.7}}`,
+		`{"contents":[],"generation_config":{"seed":1}}`:                    `{"contents":[],"generation_config":{"seed":1,"temperature":0.7}}`,
+		`{"config":{"temperature":0.2,"topK":3},"messages":[],"model":"m"}`: `{"config":{"temperature":0.7,"topK":3},"messages":[],"model":"m"}`,
+		`{"config":{},"messages":[],"model":"m"}`:                           `{"config":{"temperature":0.7},"messages":[],"model":"m"}`,
 	} {
 		assert.Equal(t, want, patchTemperature(trace.MustParse(in), t7).Canonical(), in)
 	}

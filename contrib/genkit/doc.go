@@ -1,0 +1,2 @@
+// Package genkit records Genkit agents.
+package genkit
