@@ -89,6 +89,15 @@ type fakeCall struct {
 }
 
 func (f *fakeOpenAI) serve(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/v1/embeddings" {
+		f.requests.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("x-request-id", "req_"+randHex(20))
+		json.NewEncoder(w).Encode(map[string]any{"object": "list", "model": "text-embedding-3-small",
+			"data":  []any{map[string]any{"object": "embedding", "index": 0, "embedding": []float64{0.25, -0.5, 0.125}}},
+			"usage": map[string]any{"prompt_tokens": 3, "total_tokens": 3}})
+		return
+	}
 	if r.URL.Path != "/v1/chat/completions" {
 		http.Error(w, `{"error":{"message":"not found"}}`, http.StatusNotFound)
 		return

@@ -326,3 +326,30 @@ func TestStreaming(t *testing.T) {
 	}
 	assert.Equivalent(t, v)
 }
+
+// A plugin's embedder is recorded as a tool call named after it: a frozen
+// replay does not reach it.
+func TestEmbedder(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	agent := replay.Typed(func(ctx context.Context, in string) ([]float32, error) {
+		resp, err := genkit.Embed(ctx, w.g, ai.WithEmbedderName("openai/text-embedding-3-small"), ai.WithTextDocs(in))
+		if err != nil {
+			return nil, err
+		}
+		return resp.Embeddings[0].Embedding, nil
+	})
+	rec := record(t, w, agent)
+	assert.ToolCalled(t, rec, "openai/text-embedding-3-small")
+	requests := w.api.requests.Load()
+	res, err := replay.Replay(context.Background(), rec, agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.api.requests.Load() != requests {
+		t.Error("frozen replay reached the embedder")
+	}
+	if got := jsonOf(t, res.Output); got != "[0.25,-0.5,0.125]" {
+		t.Errorf("served embedding %s", got)
+	}
+}

@@ -2,13 +2,19 @@ package genkit
 
 import (
 	"context"
+	"maps"
 
 	"github.com/firebase/genkit/go/ai"
+	"github.com/firebase/genkit/go/core"
 	"github.com/firebase/genkit/go/core/api"
+	"github.com/stepfork/stepfork/replay"
 )
 
 // Plugin returns p with every model and tool it provides recorded: the
-// models as by [Model], the tools as by [Tool]. Give it to genkit.Init in
+// models as by [Model], the tools as by [Tool]; its embedders and
+// retrievers are recorded as tool calls named after them (input the
+// request, output the response), so that a frozen replay reaches none of
+// them either. Give it to genkit.Init in
 // place of p; the models and tools keep their names, so the agent's
 // Generate calls, prompts and flows stay as they are:
 //
@@ -60,8 +66,25 @@ func (p *plugin) wrap(a api.Action) api.Action {
 		if _, ok := a.(*toolAction); !ok {
 			return toolActionOf(a)
 		}
+	case api.ActionTypeEmbedder:
+		if e, ok := a.(ai.Embedder); ok {
+			return recordedAction(a, e.Embed)
+		}
+	case api.ActionTypeRetriever:
+		if r, ok := a.(ai.Retriever); ok {
+			return recordedAction(a, r.Retrieve)
+		}
 	}
 	return a
+}
+
+// recordedAction is an action of a's name, type, metadata and input schema
+// whose runs are tool calls named after it, run recording a's runs
+// (embedders and retrievers reach the world as tools do: a frozen replay
+// must not call them).
+func recordedAction[In, Out any](a api.Action, run func(context.Context, In) (Out, error)) api.Action {
+	desc := a.Desc()
+	return core.NewAction(desc.Name, desc.Type, maps.Clone(desc.Metadata), desc.InputSchema, replay.Tool(desc.Name, run))
 }
 
 type dynamicPlugin struct {
