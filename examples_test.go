@@ -283,7 +283,7 @@ func Example_sweep() {
 	//   variant          status         incurred   path
 	//   approval-prompt  completed      $0.0004    (not saved)
 	//   higher-limit     failed         $0.0004    (not saved)
-	//   force-escalate   completed      $0.0000    (not saved)
+	//   force-escalate   completed      $0.00      (not saved)
 	//   total                           $0.0008 incurred
 }
 
@@ -334,7 +334,7 @@ func Example_diff() {
 	//                 actual:   "completed"
 	//   state     ~action (+2B)
 	//   tokens    +0 (62 → 62)
-	//   cost      +$0.0000 ($0.0004 → $0.0004)
+	//   cost      +$0.00 ($0.0004 → $0.0004)
 }
 
 // stableRun gives a recorded trace the ids and times of a generated one

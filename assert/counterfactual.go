@@ -11,6 +11,7 @@ import (
 
 	"github.com/stepfork/stepfork/fork"
 	"github.com/stepfork/stepfork/internal/clip"
+	"github.com/stepfork/stepfork/internal/usd"
 	"github.com/stepfork/stepfork/trace"
 	"github.com/stepfork/stepfork/trace/diff"
 )
@@ -700,7 +701,7 @@ func NoSuppressedEffects(t TestingT, v *fork.Variant, msgAndArgs ...any) bool {
 // replay.Prices and none was reported) fails the check, saying how to set
 // prices, rather than counting as free.
 //
-//	expected the variant to incur at most $0.0010; it incurred $0.0020 (1 live model call(s), 120 tokens)
+//	expected the variant to incur at most $0.001; it incurred $0.0021 (1 live model call(s), 120 tokens)
 func CheckIncurredCostAtMost(v *fork.Variant, maxUSD float64) error {
 	v, err := variantOf(v)
 	if err != nil {
@@ -710,16 +711,16 @@ func CheckIncurredCostAtMost(v *fork.Variant, maxUSD float64) error {
 		return invalidf("IncurredCostAtMost: the maximum must be a non-negative number of US dollars, got %v", maxUSD)
 	}
 	if v.UnpricedModelCalls > 0 {
-		return mismatchf("expected the variant to incur at most $%.4f, but %d of its %d live model call(s) have no price, so what it incurred is unknown: "+
+		return mismatchf("expected the variant to incur at most %s, but %d of its %d live model call(s) have no price, so what it incurred is unknown: "+
 			"set each model's price once, with replay.Transport(base, replay.Prices{\"<model>\": {Input: …, Output: …}}) (US dollars per million tokens), "+
 			"or report the cost with replay.ReportUsage",
-			maxUSD, v.UnpricedModelCalls, v.LiveModelCalls)
+			usd.Format(maxUSD), v.UnpricedModelCalls, v.LiveModelCalls)
 	}
 	if v.IncurredCost <= maxUSD {
 		return nil
 	}
-	return mismatchf("expected the variant to incur at most $%.4f; it incurred $%.4f (%d live model call(s), %d tokens)",
-		maxUSD, v.IncurredCost, v.LiveModelCalls, v.IncurredTokens)
+	return mismatchf("expected the variant to incur at most %s; it incurred %s (%d live model call(s), %d tokens)",
+		usd.Format(maxUSD), usd.Format(v.IncurredCost), v.LiveModelCalls, v.IncurredTokens)
 }
 
 // IncurredCostAtMost asserts that the fork's live model calls cost at most
@@ -734,7 +735,7 @@ func IncurredCostAtMost(t TestingT, v *fork.Variant, maxUSD float64, msgAndArgs 
 // CheckTokensAtMost reports whether the fork's live model calls used at most
 // maxTokens tokens (fork.Variant.IncurredTokens). It needs a *fork.Variant.
 //
-//	expected the variant to use at most 100 tokens; it used 120 (1 live model call(s), $0.0020)
+//	expected the variant to use at most 100 tokens; it used 120 (1 live model call(s), $0.000072)
 func CheckTokensAtMost(v *fork.Variant, maxTokens int64) error {
 	v, err := variantOf(v)
 	if err != nil {
@@ -746,8 +747,8 @@ func CheckTokensAtMost(v *fork.Variant, maxTokens int64) error {
 	if v.IncurredTokens <= maxTokens {
 		return nil
 	}
-	return mismatchf("expected the variant to use at most %d tokens; it used %d (%d live model call(s), $%.4f)",
-		maxTokens, v.IncurredTokens, v.LiveModelCalls, v.IncurredCost)
+	return mismatchf("expected the variant to use at most %d tokens; it used %d (%d live model call(s), %s)",
+		maxTokens, v.IncurredTokens, v.LiveModelCalls, usd.Format(v.IncurredCost))
 }
 
 // TokensAtMost asserts that the fork's live model calls used at most

@@ -21,11 +21,11 @@ func TestBudget(t *testing.T) {
 	w := &world{}
 	_, err := Run(ctx, base, Failure(), c.agent(w), Budget(0.001))
 	require.ErrorIs(t, err, ErrOverBudget)
-	assert.Equal(t, "fork.Run: the tail is estimated at $0.0020 (1 model call(s) as recorded), over the budget of $0.0010. Raise fork.Budget, fork later, substitute the calls, or pass fork.IgnoreBudget() to run anyway.", err.Error())
+	assert.Equal(t, "fork.Run: the tail is estimated at $0.002 (1 model call(s) as recorded), over the budget of $0.001. Raise fork.Budget, fork later, substitute the calls, or pass fork.IgnoreBudget() to run anyway.", err.Error())
 	sw, err := Each(ctx, base, Failure(), c.agent(w), []Named{{Name: "a"}, {Name: "b"}}, Samples(2), Budget(0.005))
 	require.ErrorIs(t, err, ErrOverBudget)
 	assert.Nil(t, sw)
-	assert.Equal(t, "fork.Each: the sweep is estimated at $0.0080 (2 variant(s) × 2 sample(s)), over the budget of $0.0050. Raise fork.Budget, fork later, substitute the calls, or pass fork.IgnoreBudget() to run anyway.", err.Error())
+	assert.Equal(t, "fork.Each: the sweep is estimated at $0.008 (2 variant(s) × 2 sample(s)), over the budget of $0.005. Raise fork.Budget, fork later, substitute the calls, or pass fork.IgnoreBudget() to run anyway.", err.Error())
 	assert.Zero(t, w.tools.Load()+w.models.Load(), "nothing runs over budget")
 
 	v, err := Run(ctx, base, Failure(), c.agent(w), Budget(0.002))

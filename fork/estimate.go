@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/stepfork/stepfork/internal/usd"
 	"github.com/stepfork/stepfork/replay"
 	"github.com/stepfork/stepfork/trace"
 )
@@ -165,9 +166,9 @@ func (ix *index) tailMatches(b *bound, p int) []int32 {
 // bound (the model a Model change would use, for instance):
 //
 //	estimate at step 6 (before 'decide' execution 1), 3 samples each
-//	  stricter  ~$0.0020 over 1 model call(s) and 1 tool call(s) per sample; prompt of 'decide'
-//	  broken    ~$0.0020 over 1 model call(s) and 1 tool call(s) per sample; param 'x' → 1; unmatched: param 'x' → 1
-//	  total     ~$0.0120
+//	  stricter  ~$0.002 over 1 model call(s) and 1 tool call(s) per sample; prompt of 'decide'
+//	  broken    ~$0.002 over 1 model call(s) and 1 tool call(s) per sample; param 'x' → 1; unmatched: param 'x' → 1
+//	  total     ~$0.012
 func (e *Estimation) Explain() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "estimate at %s", e.At)
@@ -182,7 +183,7 @@ func (e *Estimation) Explain() string {
 		width = max(width, len(v.Name))
 	}
 	for _, v := range e.Variants {
-		fmt.Fprintf(&b, "  %-*s  ~$%.4f over %d model call(s) and %d tool call(s)%s", width, v.Name, v.CostUSD, v.ModelCalls, v.ToolCalls, per)
+		fmt.Fprintf(&b, "  %-*s  ~%s over %d model call(s) and %d tool call(s)%s", width, v.Name, usd.Format(v.CostUSD), v.ModelCalls, v.ToolCalls, per)
 		if len(v.Changes) > 0 {
 			fmt.Fprintf(&b, "; %s", strings.Join(v.Changes, ", "))
 		}
@@ -191,6 +192,11 @@ func (e *Estimation) Explain() string {
 		}
 		b.WriteString("\n")
 	}
-	fmt.Fprintf(&b, "  %-*s  ~$%.4f\n", width, "total", e.CostUSD)
+	// The total is what the lines above show, times the samples.
+	total := 0.0
+	for _, v := range e.Variants {
+		total = usd.Sum(total, usd.Round(v.CostUSD)*float64(max(e.Samples, 1)))
+	}
+	fmt.Fprintf(&b, "  %-*s  ~%s\n", width, "total", usd.Format(total))
 	return b.String()
 }

@@ -3,6 +3,8 @@ package fork
 import (
 	"fmt"
 	"strings"
+
+	"github.com/stepfork/stepfork/internal/usd"
 )
 
 // shortID is a run id's first six hex digits after "run_", with an
@@ -56,8 +58,8 @@ func (v *Variant) Explain() string {
 	for _, s := range v.Suppressed {
 		fmt.Fprintf(&b, "  blocked   step %d %s '%s': %s\n", s.Step, s.Kind, s.Tool, s.Reason)
 	}
-	fmt.Fprintf(&b, "  cost      $%.4f incurred, %d tokens, %d live model call(s), %d live tool call(s)\n",
-		v.IncurredCost, v.IncurredTokens, v.LiveModelCalls, v.LiveToolCalls)
+	fmt.Fprintf(&b, "  cost      %s incurred, %d tokens, %d live model call(s), %d live tool call(s)\n",
+		usd.Format(v.IncurredCost), v.IncurredTokens, v.LiveModelCalls, v.LiveToolCalls)
 	if v.Scored {
 		fmt.Fprintf(&b, "  score     %.2f (base %.2f, %+.2f)\n", v.Score, v.BaseScore, v.Score-v.BaseScore)
 	}

@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/stepfork/stepfork/internal/usd"
 	"github.com/stepfork/stepfork/replay"
 	"github.com/stepfork/stepfork/trace"
 	"github.com/stepfork/stepfork/trace/diff"
@@ -105,8 +106,8 @@ func (c *config) checkBudget(entry string, cost float64, what string) error {
 	case c.ignoreBudget || cost <= c.budget+1e-12:
 		return nil
 	}
-	return &budgetError{fmt.Sprintf("%s: %s is estimated at $%.4f (%s), over the budget of $%.4f. Raise fork.Budget, fork later, substitute the calls, or pass fork.IgnoreBudget() to run anyway.",
-		entry, map[bool]string{true: "the sweep", false: "the tail"}[entry == "fork.Each"], cost, what, c.budget)}
+	return &budgetError{fmt.Sprintf("%s: %s is estimated at %s (%s), over the budget of %s. Raise fork.Budget, fork later, substitute the calls, or pass fork.IgnoreBudget() to run anyway.",
+		entry, map[bool]string{true: "the sweep", false: "the tail"}[entry == "fork.Each"], usd.Format(cost), what, usd.Format(c.budget))}
 }
 
 // Reviewer answers the approvals ([replay.Approve]) of the tail as the tail

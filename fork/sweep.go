@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/stepfork/stepfork/internal/usd"
 	"github.com/stepfork/stepfork/replay"
 	"github.com/stepfork/stepfork/trace"
 )
@@ -307,6 +308,7 @@ func (s *Sweep) Explain() string {
 		return fmt.Sprintf("%-20s ", text)
 	}
 	fmt.Fprintf(&b, "  %-*s  %-14s %-10s %s%s\n", width, "variant", "status", "incurred", scoreCol("score (95%)"), "path")
+	shown := 0.0 // the total of what the lines show
 	for _, e := range s.Entries {
 		if e.Variant == nil {
 			msg := "not run"
@@ -317,7 +319,8 @@ func (s *Sweep) Explain() string {
 			continue
 		}
 		status := string(e.Variant.Status)
-		cost := fmt.Sprintf("$%.4f", e.MeanCost())
+		cost := usd.Format(e.MeanCost())
+		shown = usd.Sum(shown, e.MeanCost()*float64(max(samples, 1)))
 		if samples > 1 {
 			done := 0
 			for _, v := range e.Samples {
@@ -338,6 +341,6 @@ func (s *Sweep) Explain() string {
 		}
 		fmt.Fprintf(&b, "  %-*s  %-14s %-10s %s%s\n", width, e.Name, status, cost, scoreCol(score), path)
 	}
-	fmt.Fprintf(&b, "  %-*s  %-14s $%.4f incurred\n", width, "total", "", s.TotalCost())
+	fmt.Fprintf(&b, "  %-*s  %-14s %s incurred\n", width, "total", "", usd.Format(shown))
 	return b.String()
 }

@@ -95,9 +95,9 @@ func TestEach(t *testing.T) {
 	}
 	out := sw.Explain()
 	assert.True(t, strings.HasPrefix(out, "sweep of "+shortID(base.RunID)+" at step 6 (before the failing node ('decide', execution 1)) — 4 variant(s)\n"), out)
-	assert.Contains(t, out, "  approval  completed      $0.0020    "+dir+"/approval.sftrace\n")
+	assert.Contains(t, out, "  approval  completed      $0.002     "+dir+"/approval.sftrace\n")
 	assert.Contains(t, out, "  broken    failed: fork: the agent panicked in the variant of "+base.RunID+": boom\n")
-	assert.Contains(t, out, "  total                    $0.0020 incurred\n")
+	assert.Contains(t, out, "  total                    $0.002 incurred\n")
 	for _, msg := range []string{"sweep started", "fork started", "change applied", "memo hit", "variant finished", "sweep finished"} {
 		assert.Contains(t, logs.String(), "msg=\""+msg+"\"", msg)
 	}
@@ -175,7 +175,7 @@ func TestEstimate(t *testing.T) {
 	assert.InDelta(t, 0, s.CostUSD, 1e-12)
 	assert.Equal(t, []string{"param 'nope' → 1"}, s.Unmatched)
 	assert.InDelta(t, 0.002, est.CostUSD, 1e-12)
-	assert.Contains(t, est.Explain(), "  control  ~$0.0020 over 1 model call(s) and 1 tool call(s)\n")
+	assert.Contains(t, est.Explain(), "  control  ~$0.002 over 1 model call(s) and 1 tool call(s)\n")
 	assert.Contains(t, est.Explain(), "; unmatched: param 'nope' → 1\n")
 
 	_, err = Estimate(base, Failure(), []Named{{Name: "bad", Changes: []Change{Temperature("decide", -1)}}})
@@ -199,7 +199,7 @@ func TestEstimateSamples(t *testing.T) {
 	assert.InDelta(t, 2*3*0.002, est.CostUSD, 1e-12)
 	assert.Equal(t, []string{"temperature of '*' → 0.5", "model of 'decide' → fake-2"}, est.Variants[1].Changes)
 	assert.Equal(t, "estimate at step 6 (before the failing node ('decide', execution 1)), 3 samples each\n"+
-		"  control  ~$0.0020 over 1 model call(s) and 1 tool call(s) per sample; temperature of '*' → 0.5\n"+
-		"  bigger   ~$0.0020 over 1 model call(s) and 1 tool call(s) per sample; temperature of '*' → 0.5, model of 'decide' → fake-2\n"+
-		"  total    ~$0.0120\n", est.Explain())
+		"  control  ~$0.002 over 1 model call(s) and 1 tool call(s) per sample; temperature of '*' → 0.5\n"+
+		"  bigger   ~$0.002 over 1 model call(s) and 1 tool call(s) per sample; temperature of '*' → 0.5, model of 'decide' → fake-2\n"+
+		"  total    ~$0.012\n", est.Explain())
 }

@@ -35,7 +35,7 @@ func ExampleRender() {
 	// change    {"kind":"prompt","system_prompt":"Refunds above the policy limit need approval.","target":"decide"} (applied at step 7)
 	// status    completed (base: failed)
 	// policy    replay
-	// incurred  $0.0020, 120 tokens; live: 1 model call(s), 0 tool call(s); served in the tail: 0 memo hit(s), 0 replayed tool call(s)
+	// incurred  $0.002, 120 tokens; live: 1 model call(s), 0 tool call(s); served in the tail: 0 memo hit(s), 0 replayed tool call(s)
 	// behavior  5 changed, 0 added, 3 removed, 3 unchanged
 	// diverged  step 6: node 'decide' changed: error "refund of 250.00 USD exceeds the automatic refund limit" → (absent) (+1 more)
 }

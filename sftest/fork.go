@@ -12,6 +12,7 @@ import (
 	"github.com/stepfork/stepfork/fork"
 	"github.com/stepfork/stepfork/internal/corpus"
 	"github.com/stepfork/stepfork/internal/shard"
+	"github.com/stepfork/stepfork/internal/usd"
 	"github.com/stepfork/stepfork/replay"
 	"github.com/stepfork/stepfork/trace"
 )
@@ -129,6 +130,7 @@ func sweepSummary(sw *fork.Sweep, results []string) string {
 		width = max(width, len(e.Name))
 	}
 	fmt.Fprintf(&b, "  %-*s  %-9s  %-5s  %-9s  %s\n", width, "variant", "status", "check", "incurred", "first divergence")
+	total := 0.0 // the total of what the lines show
 	for i, e := range sw.Entries {
 		res := results[i]
 		if res == "" {
@@ -146,9 +148,10 @@ func sweepSummary(sw *fork.Sweep, results []string) string {
 		if !e.Variant.Diff.Equivalent() {
 			what = r.divergence(e.Variant.Diff)
 		}
-		fmt.Fprintf(&b, "  %-*s  %-9s  %-5s  $%-8.4f  %s\n", width, e.Name, e.Variant.Status, res, e.Variant.IncurredCost, what)
+		fmt.Fprintf(&b, "  %-*s  %-9s  %-5s  %-9s  %s\n", width, e.Name, e.Variant.Status, res, usd.Format(e.Variant.IncurredCost), what)
+		total = usd.Sum(total, e.Variant.IncurredCost)
 	}
-	fmt.Fprintf(&b, "  total incurred $%.4f", sw.TotalCost())
+	fmt.Fprintf(&b, "  total incurred %s", usd.Format(total))
 	return b.String()
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/stepfork/stepfork/fork"
 	"github.com/stepfork/stepfork/internal/clip"
+	"github.com/stepfork/stepfork/internal/usd"
 	"github.com/stepfork/stepfork/replay"
 	"github.com/stepfork/stepfork/trace"
 	"github.com/stepfork/stepfork/trace/diff"
@@ -226,8 +227,8 @@ func (r *renderer) renderVariant(v *fork.Variant) {
 		policy += ", memoize"
 	}
 	fmt.Fprintf(b, "policy    %s\n", policy)
-	fmt.Fprintf(b, "incurred  $%.4f, %d tokens; live: %d model call(s), %d tool call(s); served in the tail: %d memo hit(s), %d replayed tool call(s)\n",
-		v.IncurredCost, v.IncurredTokens, v.LiveModelCalls, v.LiveToolCalls, len(v.MemoHits), len(v.Replayed))
+	fmt.Fprintf(b, "incurred  %s, %d tokens; live: %d model call(s), %d tool call(s); served in the tail: %d memo hit(s), %d replayed tool call(s)\n",
+		usd.Format(v.IncurredCost), v.IncurredTokens, v.LiveModelCalls, v.LiveToolCalls, len(v.MemoHits), len(v.Replayed))
 	for _, s := range v.Suppressed {
 		fmt.Fprintf(b, "blocked   step %d %s '%s' %s: %s\n", s.Step, s.Kind, s.Tool, r.value(s.Input), s.Reason)
 	}
@@ -303,7 +304,7 @@ func (r *renderer) renderSweep(s *fork.Sweep) {
 		if !v.Diff.Equivalent() {
 			what = "diverged at " + r.divergence(v.Diff)
 		}
-		fmt.Fprintf(b, "  %-*s  %-9s $%.4f  %s\n", width, e.Name, v.Status, v.IncurredCost, what)
+		fmt.Fprintf(b, "  %-*s  %-9s %-9s %s\n", width, e.Name, v.Status, usd.Format(v.IncurredCost), what)
 	}
 }
 

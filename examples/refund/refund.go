@@ -146,6 +146,14 @@ func (e *PolicyViolation) Error() string {
 		e.PolicyRuleID, e.Amount, e.OrderID, e.Max)
 }
 
+// Prices are the list prices of the models the agent is tried with, in US
+// dollars per million tokens: with them, what a live call of a fork costs
+// shows in its Explain, golden file and page.
+var Prices = replay.Prices{
+	"gpt-4o-mini": {Input: 0.15, CachedInput: 0.075, Output: 0.60},
+	"gpt-4.1":     {Input: 2, CachedInput: 0.5, Output: 8},
+}
+
 // Agent is the refund-triage agent. It is safe for concurrent use.
 type Agent struct {
 	cfg    Config
@@ -167,7 +175,7 @@ func New(cfg Config) *Agent {
 		cfg.Orders = DemoOrders()
 	}
 	opts := []option.RequestOption{
-		option.WithHTTPClient(&http.Client{Transport: replay.Transport(cfg.Transport)}),
+		option.WithHTTPClient(&http.Client{Transport: replay.Transport(cfg.Transport, Prices)}),
 		option.WithMaxRetries(0), // a retry is a new model call: let the caller decide
 	}
 	if cfg.BaseURL != "" {

@@ -3,11 +3,13 @@ package corpus
 import (
 	"html/template"
 	"io"
+
+	"github.com/stepfork/stepfork/internal/usd"
 )
 
 // pageTmpl is the self-contained page of a merged report: no script, no
 // style sheet or font from elsewhere, readable from file://.
-var pageTmpl = template.Must(template.New("report").Parse(`<!doctype html>
+var pageTmpl = template.Must(template.New("report").Funcs(template.FuncMap{"usd": usd.Format}).Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>stepfork corpus report</title>
@@ -26,9 +28,9 @@ td.div{font-family:ui-monospace,Menlo,monospace;font-size:12px;word-break:break-
 {{if .Problem}}<p class="problem">{{.Problem}}</p>{{end}}
 {{range .Corpora}}<section>
 <h2>{{.Name}} — {{.Count}} bundle(s), {{.Passed}} passed, {{.Failed}} failed{{if gt .Shards 1}} ({{.Shards}} shards){{end}}</h2>
-<p class="counts">{{range .Outcomes}}<span>{{.Name}}: {{.N}}</span>{{end}}{{if .Cost}}<span>incurred ${{printf "%.4f" .Cost}}</span>{{end}}</p>
+<p class="counts">{{range .Outcomes}}<span>{{.Name}}: {{.N}}</span>{{end}}{{if .Cost}}<span>incurred {{usd .Cost}}</span>{{end}}</p>
 <table><thead><tr><th>bundle</th><th>result</th><th>outcome</th><th>base → variant</th><th>incurred</th><th>first divergence</th></tr></thead><tbody>
-{{range .Entries}}<tr><td>{{.Name}}</td><td class="{{.Mark}}">{{.Mark}}</td><td>{{.Outcome}}</td><td>{{.BaseStatus}}{{if .Status}} → {{.Status}}{{end}}</td><td>{{if .Cost}}${{printf "%.4f" .Cost}}{{end}}</td><td class="div">{{.Divergence}}</td></tr>
+{{range .Entries}}<tr><td>{{.Name}}</td><td class="{{.Mark}}">{{.Mark}}</td><td>{{.Outcome}}</td><td>{{.BaseStatus}}{{if .Status}} → {{.Status}}{{end}}</td><td>{{if .Cost}}{{usd .Cost}}{{end}}</td><td class="div">{{.Divergence}}</td></tr>
 {{end}}</tbody></table></section>
 {{end}}{{if .Unused}}<section><h2>{{len .Unused}} bundle(s) no test used</h2><ul>{{range .Unused}}<li>{{.}}</li>{{end}}</ul></section>{{end}}
 </body></html>
@@ -69,7 +71,7 @@ func (r *Report) HTML(w io.Writer, problem string, unused []string, clean func(s
 		counts := map[Outcome]int{}
 		for _, e := range c.Entries {
 			counts[e.Outcome]++
-			pc.Cost += e.Cost
+			pc.Cost = usd.Sum(pc.Cost, e.Cost)
 			mark := "FAIL"
 			if e.Passed {
 				pc.Passed++

@@ -24,6 +24,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/stepfork/stepfork/internal/usd"
 )
 
 // Outcome says what happened to one bundle of a corpus.
@@ -248,7 +250,7 @@ func (r *Report) Text() string {
 		passed, cost := 0, 0.0
 		for _, e := range c.Entries {
 			counts[e.Outcome]++
-			cost += e.Cost
+			cost = usd.Sum(cost, e.Cost)
 			if e.Passed {
 				passed++
 			}
@@ -260,7 +262,7 @@ func (r *Report) Text() string {
 			}
 		}
 		if cost > 0 {
-			fmt.Fprintf(&b, "  incurred       $%.4f\n", cost)
+			fmt.Fprintf(&b, "  incurred       %s\n", usd.Format(cost))
 		}
 		for _, e := range c.Entries {
 			if e.Passed && e.Outcome != Diverged && e.Outcome != Repaired && e.Outcome != Changed && e.Outcome != StillFailing {

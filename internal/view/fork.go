@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/stepfork/stepfork/fork"
+	"github.com/stepfork/stepfork/internal/usd"
 	"github.com/stepfork/stepfork/trace"
 )
 
@@ -200,7 +201,7 @@ func forkFromBundle(tr, base *trace.Trace) *forkSection {
 		}
 		if it.Kind == "llm" {
 			fs.LiveModelCalls++
-			fs.IncurredCost += it.Cost
+			fs.IncurredCost = usd.Sum(fs.IncurredCost, it.Cost)
 			fs.IncurredTokens += it.Tokens
 		} else {
 			fs.LiveToolCalls++

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/stepfork/stepfork/internal/usd"
 	"github.com/stepfork/stepfork/trace"
 )
 
@@ -145,6 +146,9 @@ func (p *Page) derive() {
 	for _, rs := range p.Runs {
 		for _, it := range rs.Timeline.Rows {
 			it.Preview = preview(it.PreviewV)
+			if it.Cost != 0 {
+				it.CostText = usd.Format(it.Cost)
+			}
 		}
 	}
 	diffs := []*diffSection{p.Diff}

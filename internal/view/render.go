@@ -8,6 +8,7 @@ import (
 	"html/template"
 	"strings"
 
+	"github.com/stepfork/stepfork/internal/usd"
 	"github.com/stepfork/stepfork/trace"
 )
 
@@ -48,13 +49,8 @@ type runArgs struct {
 const maxStaticPayload = 16 << 10
 
 var funcs = template.FuncMap{
-	"cost": func(c float64) string { return fmt.Sprintf("$%.4f", c) },
-	"costDelta": func(c float64) string {
-		if c < 0 {
-			return fmt.Sprintf("−$%.4f", -c)
-		}
-		return fmt.Sprintf("+$%.4f", c)
-	},
+	"cost":      usd.Format,
+	"costDelta": usd.Delta,
 	"signed": func(n int64) string {
 		if n > 0 {
 			return fmt.Sprintf("+%d", n)

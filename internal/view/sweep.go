@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/stepfork/stepfork/fork"
+	"github.com/stepfork/stepfork/internal/usd"
 	"github.com/stepfork/stepfork/trace"
 )
 
@@ -134,7 +135,7 @@ func SweepPage(base *trace.Trace, variants []SweepVariant, link func(name string
 				row.Diverged, row.DivIndex, row.Where = "yes", ds.DivIndex, describeStep(ds.Div)
 			}
 		}
-		s.Total += row.Cost
+		s.Total = usd.Sum(s.Total, row.Cost)
 		id := fmt.Sprintf("variant-%d", i+1)
 		switch {
 		case link != nil && sv.Trace != nil:
@@ -220,13 +221,11 @@ func newChart(rows []sweepRow) chart {
 	for i, st := range statuses {
 		c.Bands = append(c.Bands, chartBand{Y: 10 + i*band + band/2, Label: st})
 	}
-	if maxCost == 0 {
-		maxCost = 1e-4
-	}
 	span := float64(c.W - c.Left - 150) // room for the labels on the right
-	for i := range 5 {
-		v := maxCost * float64(i) / 4
-		c.Ticks = append(c.Ticks, chartTick{X: c.Left + int(span*float64(i)/4), Label: fmt.Sprintf("$%.4f", v)})
+	ticks := usd.Ticks(maxCost, 4)
+	maxCost = ticks[len(ticks)-1]
+	for i, v := range ticks {
+		c.Ticks = append(c.Ticks, chartTick{X: c.Left + int(span*float64(i)/4), Label: usd.Format(v)})
 	}
 	// Points at the same place are stacked within their band.
 	type spot struct{ x, y int }

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/stepfork/stepfork/internal/clip"
+	"github.com/stepfork/stepfork/internal/usd"
 	"github.com/stepfork/stepfork/trace"
 )
 
@@ -26,13 +27,15 @@ type item struct {
 	Steps   []int    `json:"sts"`         // their steps
 	DurMS   *int64   `json:"ms,omitempty"`
 	Tokens  int64    `json:"tk,omitempty"`
-	Cost    float64  `json:"c,omitempty"`
-	Error   string   `json:"e,omitempty"` // the error message of a failed call, node or run
-	Group   int      `json:"g,omitempty"` // the concurrency group (1-based) of a side-by-side member
-	Lane    int      `json:"l,omitempty"` // its position in the group
-	Side    string   `json:"x,omitempty"` // fork: prefix (served from the recording) or tail (ran live)
-	Note    string   `json:"nt,omitempty"`
-	Preview string   `json:"pv,omitempty"` // a short rendering of the value of a state write, decision or parameter
+	Cost    float64  `json:"-"`
+	// CostText is Cost as shown (usd.Format), for the script; "" for none.
+	CostText string `json:"c,omitempty"`
+	Error    string `json:"e,omitempty"` // the error message of a failed call, node or run
+	Group    int    `json:"g,omitempty"` // the concurrency group (1-based) of a side-by-side member
+	Lane     int    `json:"l,omitempty"` // its position in the group
+	Side     string `json:"x,omitempty"` // fork: prefix (served from the recording) or tail (ran live)
+	Note     string `json:"nt,omitempty"`
+	Preview  string `json:"pv,omitempty"` // a short rendering of the value of a state write, decision or parameter
 	// Input and Output are the payloads shown when the item is selected;
 	// they live in the page's payload table, not in the rows.
 	Input  trace.Value `json:"-"`
@@ -320,7 +323,7 @@ func buildTimeline(tr *trace.Trace) *timeline {
 				}
 				for _, k := range it.Kids {
 					it.Tokens += k.Tokens + groupSum(k, func(m *item) int64 { return m.Tokens })
-					it.Cost += k.Cost + groupSumF(k)
+					it.Cost = usd.Sum(it.Cost, k.Cost, groupSumF(k))
 				}
 				out = append(out, span{it, last})
 				return true
@@ -419,7 +422,7 @@ func groupSum(it *item, f func(*item) int64) int64 {
 func groupSumF(it *item) float64 {
 	var c float64
 	for _, m := range it.Members {
-		c += m.Cost
+		c = usd.Sum(c, m.Cost)
 	}
 	return c
 }

@@ -59,7 +59,7 @@ func TestRunPageShowsNodesCallsAndStatus(t *testing.T) {
 		`<span class="n">research</span>`,
 		`<span class="tag">tool</span> <span class="n">search</span>`,
 		`<span class="tag">model</span> <span class="n">fake/fake-1</span>`,
-		`120 tok · $0.0020`,
+		`120 tok · $0.002`,
 		`<span class="tag">decision</span> <span class="n">route</span>`,
 		`steps 4, 5`,
 		`<script type="application/json" id="sf-data">`,

@@ -550,7 +550,7 @@ func TestDiffStateTokensCost(t *testing.T) {
 		t.Errorf("cost %v, delta %v", d.Base.CostUSD, d.CostDelta)
 	}
 	text := d.Explain()
-	for _, s := range []string{"  state     ~draft (+1B)  +new (+7B)  -tmp (-1B)\n", "  tokens    +20 (100 → 120)\n", "  cost      -$0.2500 ($0.2500 → $0.0000)\n"} {
+	for _, s := range []string{"  state     ~draft (+1B)  +new (+7B)  -tmp (-1B)\n", "  tokens    +20 (100 → 120)\n", "  cost      -$0.25 ($0.25 → $0.00)\n"} {
 		if !strings.Contains(text, s) {
 			t.Errorf("Explain lacks %q:\n%s", s, text)
 		}

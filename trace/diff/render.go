@@ -8,6 +8,7 @@ import (
 
 	"github.com/stepfork/stepfork/internal/clip"
 	"github.com/stepfork/stepfork/internal/fileform"
+	"github.com/stepfork/stepfork/internal/usd"
 	"github.com/stepfork/stepfork/trace"
 )
 
@@ -408,7 +409,7 @@ func (d *Result) String() string { return d.Explain() }
 //	                actual:   "failed"
 //	  state     ~draft (+1B)
 //	  tokens    +412 (1200 → 1612)
-//	  cost      +$0.0021 ($0.0100 → $0.0121)
+//	  cost      +$0.0021 ($0.01 → $0.0121)
 //
 // The status line shows the variant's terminal status (run_end, else the
 // manifest's) and the base's when they differ. Path tokens are type:label,
@@ -468,15 +469,8 @@ func (d *Result) Explain() string {
 		fmt.Fprintf(&b, "  tokens    %+d (%d → %d)\n", d.TokensDelta, d.Base.Tokens, d.Variant.Tokens)
 	}
 	if d.Base.CostUSD != 0 || d.Variant.CostUSD != 0 {
-		sign := "+"
-		if d.CostDelta < 0 {
-			sign = "-"
-		}
-		delta := d.CostDelta
-		if delta < 0 {
-			delta = -delta
-		}
-		fmt.Fprintf(&b, "  cost      %s$%.4f ($%.4f → $%.4f)\n", sign, delta, d.Base.CostUSD, d.Variant.CostUSD)
+		fmt.Fprintf(&b, "  cost      %s (%s → %s)\n", usd.Delta(usd.Round(d.Variant.CostUSD)-usd.Round(d.Base.CostUSD)),
+			usd.Format(d.Base.CostUSD), usd.Format(d.Variant.CostUSD))
 	}
 	return b.String()
 }

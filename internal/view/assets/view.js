@@ -34,7 +34,6 @@
     if (text !== undefined && text !== null) e.textContent = String(text);
     return e;
   }
-  function cost(c) { return '$' + (c || 0).toFixed(4); }
   function dur(ms) {
     if (ms === undefined || ms === null) return '';
     if (ms < 1000) return ms + ' ms';
@@ -52,7 +51,7 @@
     parts.push(r.sts.length > 1 ? 'steps ' + r.sts.join(', ') : 'step ' + r.st);
     if (r.ms !== undefined) parts.push(dur(r.ms));
     if (r.tk) parts.push(r.tk + ' tok');
-    if (r.c) parts.push(cost(r.c));
+    if (r.c) parts.push(r.c);
     return parts.join(' · ');
   }
 
@@ -288,7 +287,7 @@
         box.appendChild(el('h3', '', (TAG[r.k] || r.k) + ' ' + r.n));
         var side = r.x === 'prefix' ? 'served from the recording' : r.x === 'tail' ? 'ran in the live tail' : '';
         facts(box, [['status', r.s ? status(r.s) : ''], ['steps', r.sts.join(', ')], ['duration', dur(r.ms)],
-          ['tokens', r.tk || ''], ['cost', r.c ? cost(r.c) : ''], ['fork', side], ['note', r.nt || '']]);
+          ['tokens', r.tk || ''], ['cost', r.c || ''], ['fork', side], ['note', r.nt || '']]);
         if (r.e) box.appendChild(el('p', 'error-text', r.e));
         var ids = el('div', 'ids');
         ids.appendChild(el('h4', '', 'events'));

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/stepfork/stepfork/fork"
+	"github.com/stepfork/stepfork/internal/usd"
 	"github.com/stepfork/stepfork/internal/view"
 	"github.com/stepfork/stepfork/internal/view/viewtest"
 	"github.com/stepfork/stepfork/replay"
@@ -195,7 +196,7 @@ func buildFixtures(dir string) (*fixtures, error) {
 		if e.Err != nil {
 			return nil, fmt.Errorf("variant %s: %w", e.Name, e.Err)
 		}
-		f.sweepRows = append(f.sweepRows, sweepExpect{e.Name, string(e.Variant.Status), fmt.Sprintf("$%.4f", e.Variant.IncurredCost)})
+		f.sweepRows = append(f.sweepRows, sweepExpect{e.Name, string(e.Variant.Status), usd.Format(e.Variant.IncurredCost)})
 	}
 	site, err := view.Open(basePath, sweepDir)
 	if err != nil {
