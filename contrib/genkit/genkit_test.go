@@ -353,3 +353,34 @@ func TestEmbedder(t *testing.T) {
 		t.Errorf("served embedding %s", got)
 	}
 }
+
+// A prompt defined with genkit.DefinePrompt, run inside a flow, reaches the
+// recorded model and tools: Genkit looks them up by name.
+func TestPromptInFlow(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	prompt := genkit.DefinePrompt(w.g, "book", ai.WithModelName(modelName), ai.WithSystem(systemPrompt),
+		ai.WithPrompt("Book me a flight to {{city}}."), ai.WithTools(w.tools...), ai.WithMaxTurns(6))
+	flow := genkit.DefineFlow(w.g, "bookFlow", func(ctx context.Context, city string) (string, error) {
+		resp, err := prompt.Execute(ctx, ai.WithInput(map[string]any{"city": city}))
+		if err != nil {
+			return "", err
+		}
+		return resp.Text(), nil
+	})
+	agent := replay.Typed(func(ctx context.Context, city string) (string, error) { return flow.Run(ctx, city) })
+	rec, err := replay.Record(context.Background(), "book", "Delhi", agent)
+	if err != nil || rec.Err != nil {
+		t.Fatalf("Record: %v, %v", err, rec.Err)
+	}
+	assert.ModelCallCount(t, rec.Trace, modelName, 3)
+	assert.ToolCalled(t, rec.Trace, "book_flight")
+	requests, runs := w.api.requests.Load(), w.runs()
+	res, err := replay.Replay(context.Background(), rec.Trace, agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Output != "Done: booked SF100" || w.api.requests.Load() != requests || w.runs() != runs {
+		t.Errorf("frozen replay: %v, requests %d→%d, runs %v→%v", res.Output, requests, w.api.requests.Load(), runs, w.runs())
+	}
+}
