@@ -106,34 +106,12 @@ func checkSuffix(path string) error {
 	return nil
 }
 
-// checkBundleDir checks that path is an existing .sftrace directory or a
-// packed bundle.
-func checkBundleDir(path string) error {
-	if isPacked(path) {
-		return nil
-	}
-	if err := checkSuffix(path); err != nil {
-		return err
-	}
-	st, err := os.Stat(path)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return storageErr(err, "missing required file: %s", path)
-		}
-		return storageErr(err, "%s: %v", path, err)
-	}
-	if !st.IsDir() {
-		return storageErr(nil, "%s is not a directory", path)
-	}
-	return nil
-}
-
-func readManifest(dir string) (Manifest, error) {
-	data, err := readBundleFile(dir, ManifestFile)
+func readManifest(b *bundle) (Manifest, error) {
+	data, err := b.read(ManifestFile)
 	if err != nil {
 		return Manifest{}, err
 	}
-	m, err := parseManifest(filepath.Join(dir, ManifestFile), data)
+	m, err := parseManifest(b.where(ManifestFile), data)
 	if err != nil {
 		return m, storageErr(err, "%s", err.Error())
 	}
@@ -160,33 +138,10 @@ func Load(path string) (*Trace, error) {
 		}
 		tr.Events = append(tr.Events, *ev)
 	}
-	if tr.Extras, err = readExtras(path); err != nil {
+	if tr.Extras, err = r.b.extras(); err != nil {
 		return nil, err
 	}
 	return tr, nil
-}
-
-// readExtras reads the extra files that integrity.json lists, if any.
-func readExtras(dir string) (map[string][]byte, error) {
-	rec, err := extrasListing(dir)
-	if err != nil || rec == nil {
-		return nil, err
-	}
-	var extras map[string][]byte
-	for _, f := range rec.Files {
-		if slices.Contains(coreFiles, f.Name) || !validExtraName(f.Name) {
-			continue
-		}
-		data, err := readBundleFile(dir, f.Name)
-		if err != nil {
-			return nil, err
-		}
-		if extras == nil {
-			extras = map[string][]byte{}
-		}
-		extras[f.Name] = data
-	}
-	return extras, nil
 }
 
 // validExtraName reports whether name may be an extra bundle file: a plain

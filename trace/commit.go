@@ -50,9 +50,9 @@ func atStep(step string) {
 	}
 }
 
-// Leftovers of a save: the temporary directory a bundle is written into,
-// and the backup of the bundle it replaces where the exchange is not
-// available.
+// Leftovers of a save: the temporary directory a bundle is written into
+// (the temporary file, for a packed bundle), and the backup of the bundle
+// it replaces where the exchange is not available.
 const (
 	tmpInfix = ".tmp-"
 	bakInfix = ".bak-"
@@ -119,16 +119,22 @@ func recoverLeftovers(path string) error {
 	for _, e := range entries {
 		name := e.Name()
 		rest, ok := strings.CutPrefix(name, "."+base)
-		if !ok || !e.IsDir() || (!strings.HasPrefix(rest, tmpInfix) && !strings.HasPrefix(rest, bakInfix)) {
+		// A save leaves directories; a pack (of a packed bundle) leaves
+		// temporary files.
+		if !ok || !(e.IsDir() || e.Type().IsRegular() && strings.HasPrefix(rest, tmpInfix)) || (!strings.HasPrefix(rest, tmpInfix) && !strings.HasPrefix(rest, bakInfix)) {
 			continue
 		}
 		p := filepath.Join(dir, name)
 		st, err := os.Lstat(p)
-		if err != nil || !st.IsDir() {
+		if err != nil || !st.IsDir() && !st.Mode().IsRegular() {
 			continue
 		}
-		if sub, err := os.ReadDir(p); err == nil && len(sub) == 0 && time.Since(st.ModTime()) < leftoverMinAge {
-			continue // maybe a save that has not locked its directory yet
+		if st.IsDir() {
+			if sub, err := os.ReadDir(p); err == nil && len(sub) == 0 && time.Since(st.ModTime()) < leftoverMinAge {
+				continue // maybe a save that has not locked its directory yet
+			}
+		} else if st.Size() == 0 && time.Since(st.ModTime()) < leftoverMinAge {
+			continue // maybe a pack that has not locked its file yet
 		}
 		lock, ok := tryLockDir(p, st.ModTime())
 		if !ok {

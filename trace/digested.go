@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"io/fs"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"sync"
@@ -103,7 +103,7 @@ func ReadBehavior(path string, visit func(*Event)) (*DigestedRun, error) {
 		}
 	}
 	run := &DigestedRun{Path: path, Manifest: r.manifest}
-	if run.Extras, err = readExtras(path); err != nil {
+	if run.Extras, err = r.b.extras(); err != nil {
 		return nil, err
 	}
 	sk.evs, sk.sums, sk.lines = evs, sums, lines
@@ -194,20 +194,21 @@ func (sk *skeleton) release() {
 // events.jsonl. It reports an error when the file cannot be read again or
 // no longer holds what ReadBehavior read.
 func (run *DigestedRun) LoadPayloads(steps ...int) error {
-	var f fs.File
-	defer func() {
-		if f != nil {
-			f.Close()
-		}
-	}()
+	var b *bundle
+	defer b.Close()
+	var f io.Reader
 	var d eventDecoder
 	var buf []byte
-	where := sourceOf(run.Path).where(EventsFile)
+	where := run.Path + string(filepath.Separator) + EventsFile
 	// read decodes the line at sp again.
 	read := func(sp lineSpan) (*Event, error) {
-		if f == nil {
+		if b == nil {
 			var err error
-			if f, err = openBundleFile(sourceOf(run.Path), EventsFile, fileLimit(EventsFile)); err != nil {
+			if b, err = openBundle(run.Path); err != nil {
+				return nil, err
+			}
+			where = b.where(EventsFile)
+			if f, err = b.events(); err != nil {
 				return nil, err
 			}
 		}

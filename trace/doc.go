@@ -87,5 +87,14 @@
 //     events.jsonl may be at most [MaxLineBytes] long, not counting its line
 //     ending. Longer input is refused with its line number.
 //   - Files of the bundle may be symbolic links to files inside the bundle;
-//     a link that leads outside it is refused.
+//     a link that leads outside it is refused, as is a FIFO, a device or a
+//     directory in place of a file. manifest.json and integrity.json may be
+//     at most 1 MiB, redactions.json and each extra file 16 MiB, and the
+//     extra files integrity.json lists at most 32, of 32 MiB in all; sizes
+//     are checked before a byte is read.
+//   - Every reader opens a bundle once: a directory is opened once and
+//     each of its files relative to it, so that a reader sees one bundle or
+//     the other while [Trace.Save] replaces it (the two directories are
+//     exchanged), never the files of both; a packed bundle is read once,
+//     from its start, under the rules and budgets at [PackedSuffix].
 package trace

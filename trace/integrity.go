@@ -1,12 +1,10 @@
 package trace
 
 import (
-	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"slices"
 )
@@ -78,12 +76,13 @@ type errIntegrityRecord struct {
 
 func (e *errIntegrityRecord) Error() string { return e.issue.Message }
 
-// readIntegrityRecord reads integrity.json; (nil, nil) means it is absent.
-func readIntegrityRecord(dir string) (*integrityRecord, error) {
+// parseIntegrityRecord reads integrity.json of b; (nil, nil) means it is
+// absent.
+func parseIntegrityRecord(b *bundle) (*integrityRecord, error) {
 	invalid := func(msg string) error {
 		return &errIntegrityRecord{issue: IntegrityIssue{CodeIntegrityMetadataInvalid, msg, IntegrityFile}}
 	}
-	data, err := readBundleFile(dir, IntegrityFile)
+	data, err := b.read(IntegrityFile)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, nil
@@ -128,7 +127,17 @@ func readIntegrityRecord(dir string) (*integrityRecord, error) {
 	}
 	// Members come in key order; list the core files first, as written.
 	slices.SortStableFunc(rec.Files, func(a, b integrityEntry) int { return fileRank(a.Name) - fileRank(b.Name) })
+	if extras := rec.extras(); len(extras) > maxExtraFiles {
+		err := checkExtrasBudget(b.where(IntegrityFile), extras, func(string) int64 { return 0 })
+		return nil, &errIntegrityRecord{IntegrityIssue{CodeIntegrityMetadataInvalid, extrasBudgetMessage(err), IntegrityFile}, err}
+	}
 	return rec, nil
+}
+
+// extrasBudgetMessage is the integrity issue of a bundle whose extra files
+// are above the budget of a bundle.
+func extrasBudgetMessage(err error) string {
+	return fmt.Sprintf("integrity.json cannot be used: %v.", err)
 }
 
 func fileRank(name string) int {
@@ -144,7 +153,23 @@ func fileRank(name string) int {
 // every extra file listed in integrity.json (fork.json, say) is verified too.
 // Digests are compared in constant time.
 func VerifyIntegrity(path string) IntegrityResult {
-	rec, err := readIntegrityRecord(path)
+	b, err := openBundle(path)
+	if err != nil {
+		code := CodeIntegrityMetadataInvalid
+		if errors.Is(err, fs.ErrNotExist) {
+			code = CodeMissingFile
+		}
+		return IntegrityResult{Status: IntegrityMismatch, Issues: []IntegrityIssue{{code, fmt.Sprintf("%v.", err), IntegrityFile}}}
+	}
+	defer b.Close()
+	return verifyBundle(b, nil)
+}
+
+// verifyBundle is VerifyIntegrity of an opened bundle, with the digests
+// already computed in known, by file name (events.jsonl hashed while it
+// was streamed, say).
+func verifyBundle(b *bundle, known map[string]string) IntegrityResult {
+	rec, err := b.integrity()
 	if err != nil {
 		var ie *errIntegrityRecord
 		errors.As(err, &ie)
@@ -154,12 +179,13 @@ func VerifyIntegrity(path string) IntegrityResult {
 		return IntegrityResult{Status: IntegrityUnverifiedLegacy, Issues: []IntegrityIssue{{
 			CodeIntegrityUnverified, "Bundle has no integrity.json metadata.", IntegrityFile}}}
 	}
-	return rec.verify(path, nil)
+	return rec.verify(b, known)
 }
 
-// verify checks every listed file. known holds digests already computed (for
-// example events.jsonl hashed while streaming), keyed by file name.
-func (rec *integrityRecord) verify(path string, known map[string]string) IntegrityResult {
+// verify checks every listed file of b. known holds digests already
+// computed (for example events.jsonl hashed while streaming), keyed by file
+// name.
+func (rec *integrityRecord) verify(b *bundle, known map[string]string) IntegrityResult {
 	res := IntegrityResult{Status: IntegrityVerified}
 	fail := func(code, msg, file string) {
 		res.Status = IntegrityMismatch
@@ -196,7 +222,7 @@ func (rec *integrityRecord) verify(path string, known map[string]string) Integri
 				continue
 			}
 			var err error
-			got, err = fileDigest(sourceOf(path), name)
+			got, err = b.digest(name)
 			if err != nil {
 				fail(CodeMissingFile, unreadableMessage(name, err), name)
 				continue
@@ -211,21 +237,6 @@ func (rec *integrityRecord) verify(path string, known map[string]string) Integri
 	return res
 }
 
-// fileDigest returns the lowercase hex SHA-256 of a bundle file's bytes,
-// read through the checks of openBundleFile.
-func fileDigest(src bundleSource, name string) (string, error) {
-	f, err := openBundleFile(src, name, fileLimit(name))
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
 // unreadableMessage is the integrity issue of a listed file that cannot be
 // hashed: stepfork's "<name> is missing." when it is absent, otherwise what
 // it is instead of a regular file of the bundle, or why it cannot be read.
@@ -238,6 +249,8 @@ func unreadableMessage(name string, err error) string {
 		return fmt.Sprintf("%s cannot be verified: it is %s.", name, ke.what)
 	case errors.Is(err, errFileTooLarge):
 		return fmt.Sprintf("%s cannot be verified: it is larger than the limit of %d bytes.", name, fileLimit(name))
+	case errors.Is(err, ErrCorruptPacked):
+		return fmt.Sprintf("%s cannot be verified: %v.", name, err)
 	}
 	return fmt.Sprintf("%s cannot be read.", name)
 }

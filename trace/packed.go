@@ -2,6 +2,7 @@ package trace
 
 import (
 	"archive/tar"
+	"bytes"
 	"compress/gzip"
 	"errors"
 	"fmt"
@@ -12,7 +13,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 )
 
 // PackedSuffix ends the name of a packed bundle: one gzip-compressed tar file
@@ -29,11 +29,32 @@ import (
 // opening a packed bundle reads its small files without decompressing its
 // events. Pack writes it reproducibly (no times, owners or modes of the
 // machine that packed it): the same bundle packs to the same bytes.
+//
+// Every reader of a packed bundle reads the archive once, from its start,
+// and refuses (with an error matching [ErrCorruptPacked]) an archive that
+// does not hold exactly one bundle: an entry that is not a regular file (a
+// link, a device, a FIFO, a sparse file) or the one top directory, a path
+// that is absolute, climbs out with "..", or is not a file of that
+// directory, a file twice, a file after events.jsonl, an extra file that
+// integrity.json does not list, more than 64 entries, more than 1 GiB of
+// files, or files more than 100 times the size of the archive (a
+// decompression bomb; a bundle packs 5 to 10 times smaller). These limits
+// are checked on the sizes the archive declares, before its files are
+// decompressed.
 const PackedSuffix = ".sftrace.tar.gz"
 
-// maxPackedMembers bounds the entries of a packed bundle: a bundle has four
-// files and a few extras.
-const maxPackedMembers = 64
+// Budgets of a packed bundle: its entries, the total size of its files
+// uncompressed, and the ratio of that to the size of the archive (checked
+// from packedRatioFloor up).
+const (
+	maxPackedMembers = 64
+	maxPackedBytes   = 1 << 30
+	maxPackedRatio   = 100
+	packedRatioFloor = 16 << 20
+	// maxPackedTrailer is how much the gzip stream may hold after the end
+	// of the tar archive (tar pads archives to a record of 10 KiB).
+	maxPackedTrailer = 64 << 10
+)
 
 // isPacked reports whether path is a packed bundle: a regular file (or a
 // link to one) whose name ends with PackedSuffix.
@@ -45,90 +66,168 @@ func isPacked(path string) bool {
 	return err == nil && st.Mode().IsRegular()
 }
 
-// sourceOf is the bundleSource of the bundle at path: a packed file or a
-// directory.
-func sourceOf(path string) bundleSource {
-	if isPacked(path) {
-		return packedSource(path)
-	}
-	return dirSource(path)
-}
-
-// packedSource is a packed bundle on disk.
-type packedSource string
-
-// where names a member as a path inside the packed file:
-// runs/a.sftrace.tar.gz/events.jsonl.
-func (p packedSource) where(name string) string { return string(p) + "/" + name }
-
 // ErrCorruptPacked is matched by the error of a packed bundle that cannot be
-// read as one: not gzip, a broken tar, an entry that is not a bundle file.
+// read as one: not gzip, a broken tar, an entry that is not a bundle file,
+// an archive above the budgets of a packed bundle.
 var ErrCorruptPacked = errors.New("corrupt packed bundle")
 
-func (p packedSource) corrupt(format string, args ...any) error {
-	return fmt.Errorf("%s: %w: %s", string(p), ErrCorruptPacked, fmt.Sprintf(format, args...))
+// packedReader reads the archive of a packed bundle once, from its start:
+// see PackedSuffix for the rules it applies to every entry.
+type packedReader struct {
+	path       string
+	f          *os.File
+	gz         *gzip.Reader
+	tr         *tar.Reader
+	compressed int64 // the size of the packed file
+	declared   int64 // the sizes of the entries read so far, in all
+	entries    int
+	top        string
+	order      []string // the files, in archive order
+	finished   bool     // the end of the archive was checked
+	endErr     error    // and what was wrong with it
 }
 
-// open finds the member called name by reading the archive from its start.
-// The packed file itself is opened without blocking and must be a regular
-// file; every entry before the one asked for is checked (a plain bundle file
-// name inside the one top directory, a regular file, at most
-// maxPackedMembers entries) so that a hostile archive is refused, not
-// followed.
-func (p packedSource) open(name string) (fs.File, error) {
-	f, err := os.OpenFile(string(p), os.O_RDONLY|openNonblock, 0)
+func (p *packedReader) corrupt(format string, args ...any) error {
+	return fmt.Errorf("%s: %w: %s", p.path, ErrCorruptPacked, fmt.Sprintf(format, args...))
+}
+
+func (p *packedReader) Close() error {
+	if p.gz != nil {
+		p.gz.Close()
+	}
+	return p.f.Close()
+}
+
+// openPacked opens the packed bundle at path: it reads the archive up to
+// events.jsonl, keeping the bundle's small files in memory, and leaves it
+// there for events.jsonl to be streamed.
+func openPacked(path string) (*bundle, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|openNonblock, 0)
 	if err != nil {
-		return nil, err
+		return nil, storageErr(err, "%s: %v", path, err)
 	}
 	st, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return nil, err
+		return nil, storageErr(err, "%s: %v", path, err)
 	}
 	if !st.Mode().IsRegular() {
 		f.Close()
-		return nil, &fileKindError{string(p), describeMode(st.Mode()), ""}
+		return nil, storageErr(&fileKindError{path, describeMode(st.Mode()), ""}, "required path is not a file (%s): %s", describeMode(st.Mode()), path)
 	}
-	gz, err := gzip.NewReader(f)
-	if err != nil {
-		f.Close()
-		return nil, p.corrupt("not gzip-compressed (%v); pack a bundle with stepfork pack", err)
+	p := &packedReader{path: path, f: f, compressed: st.Size()}
+	b := &bundle{path: path, packed: true, files: map[string]*bundleMember{}, pr: p}
+	fail := func(err error) (*bundle, error) {
+		b.Close()
+		return nil, storageErr(err, "%s", err.Error())
 	}
-	tr := tar.NewReader(gz)
-	top := ""
-	for n := 0; ; n++ {
-		hdr, err := tr.Next()
+	if p.gz, err = gzip.NewReader(f); err != nil {
+		return fail(p.corrupt("not gzip-compressed (%v); pack a bundle with stepfork pack", err))
+	}
+	p.tr = tar.NewReader(p.gz)
+	for {
+		name, size, err := p.next()
 		if err == io.EOF {
-			gz.Close()
-			f.Close()
-			return nil, &fs.PathError{Op: "open", Path: p.where(name), Err: fs.ErrNotExist}
+			p.finished = true
+			break
 		}
 		if err != nil {
-			gz.Close()
-			f.Close()
-			return nil, p.corrupt("%v", err)
+			return fail(err)
 		}
-		if n >= maxPackedMembers {
-			gz.Close()
-			f.Close()
-			return nil, p.corrupt("more than %d entries", maxPackedMembers)
+		if name == "" {
+			continue // the top directory
 		}
-		member, isDir, err := p.member(hdr, &top)
-		if err != nil {
-			gz.Close()
-			f.Close()
-			return nil, err
+		if name == EventsFile {
+			b.files[name] = &bundleMember{size: size}
+			break
 		}
-		if isDir || member != name {
+		if err := checkMember(b.where(name), name, 0, size); err != nil {
+			b.files[name] = &bundleMember{size: size, err: err} // its bytes are skipped
 			continue
 		}
-		return &packedFile{src: p, name: name, size: hdr.Size, tr: tr, gz: gz, f: f}, nil
+		data := make([]byte, size)
+		if _, err := io.ReadFull(p.tr, data); err != nil {
+			return fail(p.corrupt("%s: %v", name, err))
+		}
+		b.files[name] = &bundleMember{data: data, size: size}
+	}
+	// Every extra file must be listed: integrity.json says which files
+	// the bundle has.
+	rec, _ := b.extrasListing()
+	var listed []string
+	if rec != nil {
+		listed = rec.extras()
+	}
+	for _, name := range p.order {
+		if !slices.Contains(coreFiles, name) && name != IntegrityFile && !slices.Contains(listed, name) {
+			return fail(p.corrupt("entry %q is not a file integrity.json lists; a packed bundle holds its bundle's files only", name))
+		}
+	}
+	b.checkExtras(listed)
+	return b, nil
+}
+
+// checkExtras applies the budget of extra files to those of the list:
+// above it, integrity.json cannot be used, and every reader refuses the
+// bundle as it refuses an integrity.json above its size limit.
+func (b *bundle) checkExtras(listed []string) {
+	err := checkExtrasBudget(b.where(IntegrityFile), listed, func(name string) int64 {
+		if m := b.files[name]; m != nil && m.err == nil {
+			return m.size
+		}
+		return -1
+	})
+	if err != nil {
+		b.listing, b.listingErr = nil, &errIntegrityRecord{IntegrityIssue{CodeIntegrityMetadataInvalid, extrasBudgetMessage(err), IntegrityFile}, err}
 	}
 }
 
-// member checks one entry of the archive and returns the bundle file it
-// holds (or isDir for the top directory itself).
-func (p packedSource) member(hdr *tar.Header, top *string) (name string, isDir bool, err error) {
+// next reads the header of the next entry of the archive, checks it, and
+// returns the bundle file it holds ("" for the top directory) and its size.
+func (p *packedReader) next() (string, int64, error) {
+	hdr, err := p.tr.Next()
+	if err == io.EOF {
+		return "", 0, io.EOF
+	}
+	if err != nil {
+		return "", 0, p.corrupt("%v", err)
+	}
+	if p.entries++; p.entries > maxPackedMembers {
+		return "", 0, p.corrupt("more than %d entries", maxPackedMembers)
+	}
+	if hdr.Size < 0 {
+		return "", 0, p.corrupt("entry %q has a negative size", hdr.Name)
+	}
+	p.declared += hdr.Size
+	switch {
+	case p.declared > maxPackedBytes:
+		return "", 0, p.corrupt("its files are more than %d bytes uncompressed, the limit of a packed bundle", maxPackedBytes)
+	case p.declared > packedRatioFloor && p.declared/maxPackedRatio > p.compressed:
+		return "", 0, p.corrupt("its files are %d bytes uncompressed, more than %d times the %d bytes of the archive: a bundle compresses far less; refused as a decompression bomb", p.declared, maxPackedRatio, p.compressed)
+	}
+	name, isDir, err := p.member(hdr)
+	if err != nil {
+		return "", 0, err
+	}
+	if isDir {
+		if p.entries > 1 {
+			return "", 0, p.corrupt("entry %q: the directory of the bundle comes first", hdr.Name)
+		}
+		return "", 0, nil
+	}
+	if name != EventsFile && name != IntegrityFile && !slices.Contains(coreFiles, name) && !validExtraName(name) {
+		return "", 0, p.corrupt("entry %q is not the name of a bundle file", hdr.Name)
+	}
+	if slices.Contains(p.order, name) {
+		return "", 0, p.corrupt("entry %q appears twice", hdr.Name)
+	}
+	p.order = append(p.order, name)
+	return name, hdr.Size, nil
+}
+
+// member checks the name and type of one entry of the archive and returns
+// the bundle file it holds (or isDir for the top directory itself).
+func (p *packedReader) member(hdr *tar.Header) (name string, isDir bool, err error) {
 	clean := strings.TrimSuffix(hdr.Name, "/")
 	if clean == "" || path.IsAbs(clean) || path.Clean(clean) != clean || strings.Contains(clean, "\\") || slices.Contains(strings.Split(clean, "/"), "..") {
 		return "", false, p.corrupt("entry %q is not a path inside the bundle", hdr.Name)
@@ -152,111 +251,62 @@ func (p packedSource) member(hdr *tar.Header, top *string) (name string, isDir b
 	if !strings.HasSuffix(dir, ".sftrace") {
 		return "", false, p.corrupt("entry %q is not inside a NAME.sftrace directory", hdr.Name)
 	}
-	if *top == "" {
-		*top = dir
-	} else if dir != *top {
-		return "", false, p.corrupt("entries of two bundles (%s and %s); pack one bundle per file", *top, dir)
+	if p.top == "" {
+		p.top = dir
+	} else if dir != p.top {
+		return "", false, p.corrupt("entries of two bundles (%s and %s); pack one bundle per file", p.top, dir)
 	}
 	return file, file == "", nil
 }
 
-// packedFile is one member of a packed bundle, read as the archive is
-// decompressed. At the end of the member it reads the archive to its end, so
-// that a gzip checksum or a truncation after the member is reported rather
-// than missed.
-type packedFile struct {
-	src  packedSource
-	name string
-	size int64
-	tr   *tar.Reader
-	gz   *gzip.Reader
-	f    *os.File
-	done bool
+// events returns events.jsonl, the member the archive is positioned at.
+func (p *packedReader) events() io.Reader { return packedEvents{p} }
+
+// packedEvents reads events.jsonl from the archive. At its end it checks
+// the end of the archive: no entry after it, a sound gzip stream (its
+// checksum), nothing but padding after the archive.
+type packedEvents struct{ p *packedReader }
+
+func (e packedEvents) Read(b []byte) (int, error) {
+	p := e.p
+	if p.finished {
+		if p.endErr != nil {
+			return 0, p.endErr
+		}
+		return 0, io.EOF
+	}
+	n, err := p.tr.Read(b)
+	if err == io.EOF {
+		p.finished = true
+		p.endErr = p.end()
+		if p.endErr != nil {
+			return n, p.endErr
+		}
+		return n, io.EOF
+	}
+	if err != nil {
+		return n, p.corrupt("%s: %v", EventsFile, err)
+	}
+	return n, nil
 }
 
-func (pf *packedFile) Read(b []byte) (int, error) {
-	n, err := pf.tr.Read(b)
-	if err == io.EOF && !pf.done {
-		pf.done = true
-		if derr := pf.drain(); derr != nil {
-			return n, derr
-		}
-	} else if err != nil && err != io.EOF {
-		return n, pf.src.corrupt("%s: %v", pf.name, err)
+// end checks what follows events.jsonl.
+func (p *packedReader) end() error {
+	hdr, err := p.tr.Next()
+	switch {
+	case err == nil:
+		return p.corrupt("entry %q follows events.jsonl, the last file of a packed bundle", hdr.Name)
+	case err != io.EOF:
+		return p.corrupt("after %s: %v", EventsFile, err)
 	}
-	return n, err
-}
-
-// drain checks the rest of the archive.
-func (pf *packedFile) drain() error {
-	for {
-		_, err := pf.tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return pf.src.corrupt("after %s: %v", pf.name, err)
-		}
-	}
-	if _, err := io.Copy(io.Discard, pf.gz); err != nil {
-		return pf.src.corrupt("after %s: %v", pf.name, err)
+	n, err := io.Copy(io.Discard, io.LimitReader(p.gz, maxPackedTrailer+1))
+	switch {
+	case err != nil:
+		return p.corrupt("after %s: %v", EventsFile, err)
+	case n > maxPackedTrailer:
+		return p.corrupt("more than %d bytes follow the end of the archive", maxPackedTrailer)
 	}
 	return nil
-}
-
-func (pf *packedFile) Close() error {
-	pf.gz.Close()
-	return pf.f.Close()
-}
-
-func (pf *packedFile) Stat() (fs.FileInfo, error) { return packedInfo{pf.name, pf.size}, nil }
-
-type packedInfo struct {
-	name string
-	size int64
-}
-
-func (i packedInfo) Name() string       { return i.name }
-func (i packedInfo) Size() int64        { return i.size }
-func (i packedInfo) Mode() fs.FileMode  { return 0o644 }
-func (i packedInfo) ModTime() time.Time { return time.Time{} }
-func (i packedInfo) IsDir() bool        { return false }
-func (i packedInfo) Sys() any           { return nil }
-
-// members lists the files of a packed bundle in archive order.
-func (p packedSource) members() ([]string, error) {
-	f, err := p.open("\x00") // no member has this name: reads the whole archive
-	if err == nil {
-		f.Close()
-	}
-	if !errors.Is(err, fs.ErrNotExist) {
-		return nil, err
-	}
-	// Read again for the names (open checked every entry).
-	fh, err := os.Open(string(p))
-	if err != nil {
-		return nil, err
-	}
-	defer fh.Close()
-	gz, err := gzip.NewReader(fh)
-	if err != nil {
-		return nil, p.corrupt("%v", err)
-	}
-	defer gz.Close()
-	tr := tar.NewReader(gz)
-	var out []string
-	for {
-		hdr, err := tr.Next()
-		if err == io.EOF {
-			return out, nil
-		}
-		if err != nil {
-			return nil, p.corrupt("%v", err)
-		}
-		if hdr.Typeflag == tar.TypeReg {
-			out = append(out, path.Base(hdr.Name))
-		}
-	}
 }
 
 // Pack writes the bundle directory src as the packed bundle dst (which must
@@ -264,14 +314,13 @@ func (p packedSource) members() ([]string, error) {
 // It refuses to replace an existing dst unless opts include [Overwrite].
 // Every file of src is read through the same checks as Load's (regular files
 // inside the bundle, size limits) and must be listed by integrity.json when
-// src has one, so that the packed bundle verifies as src does.
+// src has one, so that the packed bundle verifies as src does. The
+// temporary files that packs of dst killed before they finished left
+// beside it are removed first.
 func Pack(src, dst string, opts ...SaveOption) error {
 	var cfg saveConfig
 	for _, o := range opts {
 		o(&cfg)
-	}
-	if err := checkBundleDir(src); err != nil {
-		return err
 	}
 	if isPacked(src) {
 		return storageErr(nil, "%s is packed already", src)
@@ -279,19 +328,36 @@ func Pack(src, dst string, opts ...SaveOption) error {
 	if !strings.HasSuffix(dst, PackedSuffix) {
 		return storageErr(nil, "a packed bundle's name must end with %s: %s", PackedSuffix, dst)
 	}
+	b, err := openBundle(src)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	if err := recoverLeftovers(dst); err != nil {
+		return err
+	}
 	if _, err := os.Lstat(dst); err == nil && !cfg.overwrite {
 		return storageErr(fs.ErrExist, "%s already exists; pass Overwrite to replace it", dst)
 	}
-	names, err := bundleFiles(src)
+	names, err := bundleFiles(b)
 	if err != nil {
 		return err
 	}
 	top := strings.TrimSuffix(filepath.Base(dst), ".tar.gz")
-	dir := filepath.Dir(dst)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(dst)+".tmp-*")
+	dir := parentDir(dst)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(dst)+tmpInfix+"*")
 	if err != nil {
 		return storageErr(err, "%s: %v", dst, err)
 	}
+	// Locked while it is written, so that another pack of dst does not take
+	// it for the leftover of a dead one.
+	lock, err := lockDir(tmp.Name())
+	if err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return storageErr(err, "%s: locking %s: %v", dst, tmp.Name(), err)
+	}
+	defer lock.release()
 	fail := func(err error) error {
 		tmp.Close()
 		os.Remove(tmp.Name())
@@ -303,7 +369,7 @@ func Pack(src, dst string, opts ...SaveOption) error {
 		return fail(storageErr(err, "%s: %v", dst, err))
 	}
 	for _, name := range names {
-		if err := packFile(tw, dirSource(src), top, name); err != nil {
+		if err := packFile(tw, b, top, name); err != nil {
 			return fail(err)
 		}
 	}
@@ -326,25 +392,20 @@ func Pack(src, dst string, opts ...SaveOption) error {
 	return nil
 }
 
-// bundleFiles lists the files of the bundle directory src in packing order:
+// bundleFiles lists the files of the bundle directory b in packing order:
 // the three small core files, the extras integrity.json lists (sorted), and
 // events.jsonl last. Files of the directory that are not part of the bundle
 // (not a core file, not listed) are not packed.
-func bundleFiles(src string) ([]string, error) {
+func bundleFiles(b *bundle) ([]string, error) {
 	names := []string{ManifestFile, RedactionsFile}
-	if _, err := os.Lstat(filepath.Join(src, IntegrityFile)); err == nil {
+	if m := b.files[IntegrityFile]; m != nil && !errors.Is(m.err, fs.ErrNotExist) {
 		names = append(names, IntegrityFile)
-		rec, err := extrasListing(src)
+		rec, err := b.extrasListing()
 		if err != nil {
 			return nil, err
 		}
 		if rec != nil {
-			var extras []string
-			for _, f := range rec.Files {
-				if !slices.Contains(coreFiles, f.Name) && validExtraName(f.Name) {
-					extras = append(extras, f.Name)
-				}
-			}
+			extras := rec.extras()
 			slices.Sort(extras)
 			names = append(names, extras...)
 		}
@@ -352,25 +413,34 @@ func bundleFiles(src string) ([]string, error) {
 	return append(names, EventsFile), nil
 }
 
-func packFile(tw *tar.Writer, src bundleSource, top, name string) error {
-	f, err := openBundleFile(src, name, fileLimit(name))
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return storageErr(err, "%s: %v", src.where(name), err)
-	}
-	hdr := &tar.Header{Typeflag: tar.TypeReg, Name: top + "/" + name, Mode: 0o644, Size: st.Size(), Format: tar.FormatPAX}
-	if err := tw.WriteHeader(hdr); err != nil {
-		return storageErr(err, "%s: %v", src.where(name), err)
-	}
-	if n, err := io.Copy(tw, f); err != nil || n != st.Size() {
-		if err == nil {
-			err = fmt.Errorf("%s changed while it was packed", src.where(name))
+func packFile(tw *tar.Writer, b *bundle, top, name string) error {
+	var r io.Reader
+	var size int64
+	if name == EventsFile {
+		m, err := b.file(name)
+		if err != nil {
+			return err
 		}
-		return storageErr(err, "%s: %v", src.where(name), err)
+		if r, err = b.events(); err != nil {
+			return err
+		}
+		size = m.size
+	} else {
+		data, err := b.read(name)
+		if err != nil {
+			return err
+		}
+		r, size = bytes.NewReader(data), int64(len(data))
+	}
+	hdr := &tar.Header{Typeflag: tar.TypeReg, Name: top + "/" + name, Mode: 0o644, Size: size, Format: tar.FormatPAX}
+	if err := tw.WriteHeader(hdr); err != nil {
+		return storageErr(err, "%s: %v", b.where(name), err)
+	}
+	if n, err := io.Copy(tw, io.LimitReader(r, size)); err != nil || n != size {
+		if err == nil {
+			err = fmt.Errorf("%s changed while it was packed", b.where(name))
+		}
+		return storageErr(err, "%s: %v", b.where(name), err)
 	}
 	return nil
 }
@@ -397,18 +467,23 @@ func Unpack(src, dst string, opts ...SaveOption) error {
 	if _, err := checkDest(dst, cfg.overwrite); err != nil {
 		return err
 	}
-	p := packedSource(src)
-	names, err := p.members()
+	b, err := openBundle(src)
 	if err != nil {
 		return err
+	}
+	defer b.Close()
+	for _, name := range b.pr.order {
+		if _, err := b.file(name); err != nil {
+			return err
+		}
 	}
 	tmp, lock, err := makeTemp(dst)
 	if err != nil {
 		return err
 	}
 	defer lock.release()
-	for _, name := range names {
-		if err := unpackFile(p, name, filepath.Join(tmp, name)); err != nil {
+	for _, name := range b.pr.order {
+		if err := unpackFile(b, name, filepath.Join(tmp, name)); err != nil {
 			os.RemoveAll(tmp)
 			return err
 		}
@@ -416,19 +491,27 @@ func Unpack(src, dst string, opts ...SaveOption) error {
 	return commitBundle(dst, tmp, cfg.overwrite)
 }
 
-func unpackFile(p packedSource, name, to string) error {
-	in, err := openBundleFile(p, name, fileLimit(name))
-	if err != nil {
-		return err
+func unpackFile(b *bundle, name, to string) error {
+	var in io.Reader
+	if name == EventsFile {
+		var err error
+		if in, err = b.events(); err != nil {
+			return err
+		}
+	} else {
+		data, err := b.read(name)
+		if err != nil {
+			return err
+		}
+		in = bytes.NewReader(data)
 	}
-	defer in.Close()
 	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return storageErr(err, "%s: %v", to, err)
 	}
 	if _, err := io.Copy(out, in); err != nil {
 		out.Close()
-		return err
+		return storageErr(err, "%s", err.Error())
 	}
 	if err := out.Sync(); err != nil {
 		out.Close()

@@ -1,17 +1,14 @@
 package trace
 
-import (
-	"fmt"
-	"path/filepath"
-)
+import "fmt"
 
 // readRedactions reads and checks redactions.json.
-func readRedactions(dir string) ([]RedactionEntry, error) {
-	data, err := readBundleFile(dir, RedactionsFile)
+func readRedactions(b *bundle) ([]RedactionEntry, error) {
+	data, err := b.read(RedactionsFile)
 	if err != nil {
 		return nil, err
 	}
-	entries, err := parseRedactions(filepath.Join(dir, RedactionsFile), data)
+	entries, err := parseRedactions(b.where(RedactionsFile), data)
 	if err != nil {
 		return nil, storageErr(err, "%s", err.Error())
 	}

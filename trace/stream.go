@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"hash"
 	"io"
-	"io/fs"
 	"iter"
 	"slices"
 	"sync"
@@ -30,8 +29,8 @@ type Reader struct {
 	path       string
 	manifest   Manifest
 	redactions []RedactionEntry
-	src        bundleSource
-	f          fs.File
+	b          *bundle   // the bundle, opened once
+	f          io.Reader // its events.jsonl; nil once closed
 	lines      lineReader
 	dec        eventDecoder
 	done       bool
@@ -101,25 +100,35 @@ func Open(path string, opts ...OpenOption) (*Reader, error) {
 			o(&cfg)
 		}
 	}
-	if err := checkBundleDir(path); err != nil {
-		return nil, err
-	}
-	r := &Reader{path: path}
-	var err error
-	if r.manifest, err = readManifest(path); err != nil {
-		return nil, err
-	}
-	if r.redactions, err = readRedactions(path); err != nil {
-		return nil, err
-	}
-	src := sourceOf(path)
-	f, err := openBundleFile(src, EventsFile, fileLimit(EventsFile))
+	b, err := openBundle(path)
 	if err != nil {
 		return nil, err
 	}
-	r.src, r.f = src, f
-	r.lines.reset(f, src.where(EventsFile))
-	if !cfg.digest {
+	r, err := openReader(b, path, cfg)
+	if err != nil {
+		b.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// openReader is Open of the opened bundle b, which the Reader closes.
+func openReader(b *bundle, path string, cfg openConfig) (*Reader, error) {
+	r := &Reader{path: path, b: b}
+	var err error
+	if r.manifest, err = readManifest(b); err != nil {
+		return nil, err
+	}
+	if r.redactions, err = readRedactions(b); err != nil {
+		return nil, err
+	}
+	f, err := b.events()
+	if err != nil {
+		return nil, err
+	}
+	r.f = f
+	r.lines.reset(f, b.where(EventsFile))
+	if !cfg.digest && !b.packed { // a packed bundle's events cannot be read again
 		r.lines.src.skipDigest()
 	}
 	r.workers = cfg.workers
@@ -142,14 +151,13 @@ func (r *Reader) Manifest() Manifest { return r.manifest }
 // Redactions returns the entries of redactions.json.
 func (r *Reader) Redactions() []RedactionEntry { return r.redactions }
 
-// Close closes events.jsonl.
+// Close closes the files of the bundle.
 func (r *Reader) Close() error {
 	if r.f == nil {
 		return nil
 	}
-	err := r.f.Close()
 	r.f = nil
-	return err
+	return r.b.Close()
 }
 
 // Events iterates over the events in file order. After the first error it
@@ -244,9 +252,10 @@ func (r *Reader) Decode(ev *Event) error {
 // eventsDigest returns the SHA-256 (lowercase hex) of the bytes of
 // events.jsonl read so far; after Events has run to the end it is the digest
 // that integrity.json records. Without hashEvents it reads those bytes again
-// (the file is reopened if Close was called), and returns "" if that fails.
+// from the file opened, and returns "" if that fails or the Reader was
+// closed.
 func (r *Reader) eventsDigest() string {
-	return r.lines.src.digest(r.f, r.src)
+	return r.lines.src.digest(r.b)
 }
 
 // lineOffset returns the offset in events.jsonl of the line of the event
@@ -352,7 +361,7 @@ func (l *lineReader) reset(r io.Reader, name string) {
 
 // digest returns the hex SHA-256 of the bytes read so far from a reader
 // that was not told to skip the digest.
-func (l *lineReader) digest() string { return l.src.digest(nil, nil) }
+func (l *lineReader) digest() string { return l.src.digest(nil) }
 
 // digestReader reads a file, counting the bytes read and, unless told to
 // skip it, hashing them. Its lock lets eventsDigest run while a goroutine
@@ -392,29 +401,23 @@ func (d *digestReader) skipDigest() {
 }
 
 // digest returns the hex SHA-256 of the bytes read so far: the running
-// sum, or without one, the sum of those bytes read again from f (or, when
-// f is nil or cannot be read at an offset, from events.jsonl opened again
-// through src).
-func (d *digestReader) digest(f fs.File, src bundleSource) string {
+// sum, or without one, the sum of those bytes read again from events.jsonl
+// of b, a bundle directory's (the file still open, even if Close was
+// called); "" when there is neither.
+func (d *digestReader) digest(b *bundle) string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.sum != nil {
 		return hex.EncodeToString(d.sum.Sum(nil))
 	}
-	var from io.Reader
-	if ra, ok := f.(io.ReaderAt); ok {
-		from = io.NewSectionReader(ra, 0, d.read)
-	} else {
-		if src == nil {
-			return ""
-		}
-		g, err := openBundleFile(src, EventsFile, fileLimit(EventsFile))
-		if err != nil {
-			return ""
-		}
-		defer g.Close()
-		from = io.LimitReader(g, d.read)
+	if b == nil {
+		return ""
 	}
+	m := b.files[EventsFile]
+	if m == nil || m.f == nil {
+		return ""
+	}
+	from := io.NewSectionReader(m.f, 0, d.read)
 	h := sha256.New()
 	if n, err := io.Copy(h, from); err != nil || n != d.read {
 		return ""

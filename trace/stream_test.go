@@ -143,7 +143,9 @@ func TestReaderWorkers(t *testing.T) {
 }
 
 // TestReaderEventsDigestAfterClose checks that, without the running
-// digest, eventsDigest reads the file again even once it is closed.
+// digest, eventsDigest reads the file opened again, and that once the
+// Reader is closed it gives nothing rather than read another bundle that
+// may be at the path by then.
 func TestReaderEventsDigestAfterClose(t *testing.T) {
 	t.Parallel()
 	p := bundleOf(t, built(t, func(b *Builder) {
@@ -168,11 +170,14 @@ func TestReaderEventsDigestAfterClose(t *testing.T) {
 			}
 			n++
 		}
+		if got := r.eventsDigest(); got != hex.EncodeToString(sum[:]) || n != 4 {
+			t.Errorf("%d workers: %d events, digest %s; want 4 events and %x", workers, n, got, sum)
+		}
 		if err := r.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if got := r.eventsDigest(); got != hex.EncodeToString(sum[:]) || n != 4 {
-			t.Errorf("%d workers: %d events, digest %s; want 4 events and %x", workers, n, got, sum)
+		if got := r.eventsDigest(); got != "" {
+			t.Errorf("%d workers: digest after Close = %s, want none", workers, got)
 		}
 	}
 }

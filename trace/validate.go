@@ -318,16 +318,26 @@ func Validate(ctx context.Context, tr *Trace, opts ...ValidateOption) *Report {
 func ValidateBundle(ctx context.Context, path string, opts ...ValidateOption) *Report {
 	cfg := newConfig(ctx, opts)
 	rep := &Report{Path: path, Mode: cfg.mode(), checkedIntegrity: cfg.integrity}
-	if issues := missingFiles(path); len(issues) > 0 {
+	if !isPacked(path) {
+		// stepfork's first check: the path must be a directory.
+		if st, err := os.Stat(path); err != nil || !st.IsDir() {
+			rep.Issues = []Issue{{Code: CodeMissingFile, Message: fmt.Sprintf("Missing required file: %s.", path), Location: path}}
+			return rep
+		}
+	}
+	b, err := openBundle(path)
+	if err != nil {
+		rep.Issues = []Issue{loadIssue(path, err)}
+		return rep
+	}
+	if issues := missingFiles(b); len(issues) > 0 {
+		b.Close()
 		rep.Issues = issues
 		return rep
 	}
-	var openOpts []OpenOption
-	if cfg.integrity {
-		openOpts = append(openOpts, hashEvents())
-	}
-	r, err := Open(path, openOpts...)
+	r, err := openReader(b, path, openConfig{digest: cfg.integrity})
 	if err != nil {
+		b.Close()
 		rep.Issues = []Issue{loadIssue(path, err)}
 		return rep
 	}
@@ -355,7 +365,7 @@ func ValidateBundle(ctx context.Context, path string, opts ...ValidateOption) *R
 	}
 	rep.Loaded = true
 	if cfg.integrity {
-		res := verifyBundle(path, map[string]string{EventsFile: r.eventsDigest()})
+		res := verifyBundle(b, map[string]string{EventsFile: r.eventsDigest()})
 		rep.Integrity = &res
 		if res.Status != IntegrityVerified {
 			for _, is := range res.Issues {
@@ -388,49 +398,13 @@ func decodeEvents(r *Reader, hashOnly bool, workers int, yield func(*Event, *pay
 	return nil
 }
 
-// verifyBundle is VerifyIntegrity with digests already computed.
-func verifyBundle(path string, known map[string]string) IntegrityResult {
-	rec, err := readIntegrityRecord(path)
-	if err != nil {
-		var ie *errIntegrityRecord
-		if errors.As(err, &ie) {
-			return IntegrityResult{Status: IntegrityMismatch, Issues: []IntegrityIssue{ie.issue}}
-		}
-		return IntegrityResult{Status: IntegrityMismatch, Issues: []IntegrityIssue{{
-			CodeIntegrityMetadataInvalid, "integrity.json is not a file.", IntegrityFile}}}
-	}
-	if rec == nil {
-		return VerifyIntegrity(path) // the legacy result, with its message
-	}
-	return rec.verify(path, known)
-}
-
-// missingFiles is stepfork's first bundle check: the path must be a
-// directory, and every required file must exist (all missing ones listed).
-func missingFiles(path string) []Issue {
-	if isPacked(path) {
-		var out []Issue
-		p := packedSource(path)
-		for _, name := range coreFiles {
-			f, err := p.open(name)
-			switch {
-			case err == nil:
-				f.Close()
-			case errors.Is(err, fs.ErrNotExist):
-				out = append(out, Issue{Code: CodeMissingFile, Message: fmt.Sprintf("Missing required file: %s.", p.where(name)), Location: p.where(name)})
-			default:
-				return []Issue{loadIssue(path, storageErr(err, "%s", err.Error()))}
-			}
-		}
-		return out
-	}
-	if st, err := os.Stat(path); err != nil || !st.IsDir() {
-		return []Issue{{Code: CodeMissingFile, Message: fmt.Sprintf("Missing required file: %s.", path), Location: path}}
-	}
+// missingFiles is stepfork's first bundle check: every required file must
+// exist (all missing ones listed).
+func missingFiles(b *bundle) []Issue {
 	var out []Issue
 	for _, name := range coreFiles {
-		p := filepath.Join(path, name)
-		if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
+		if _, err := b.file(name); errors.Is(err, fs.ErrNotExist) {
+			p := b.where(name)
 			out = append(out, Issue{Code: CodeMissingFile, Message: fmt.Sprintf("Missing required file: %s.", p), Location: p})
 		}
 	}
