@@ -226,3 +226,37 @@ func TestReadDuringOverwrite(t *testing.T) {
 		t.Errorf("%d torn reads of %d", torn, reads)
 	}
 }
+
+// TestIssuesCapped checks that a report holds at most MaxIssues issues, the
+// first in report order, and counts the others.
+func TestIssuesCapped(t *testing.T) {
+	t.Parallel()
+	b := NewBuilder("dups")
+	b.RunStart(nil)
+	for i := range 3000 {
+		b.State("k", i, i+1)
+	}
+	b.RunEnd(RunCompleted, nil)
+	tr := b.MustTrace()
+	for i := range tr.Events {
+		if i > 0 {
+			tr.Events[i].ID = tr.Events[1].ID // 3,001 duplicate ids
+		}
+	}
+	path := bundleOf(t, tr)
+	for name, rep := range map[string]*Report{"Validate": Validate(context.Background(), tr), "ValidateBundle": ValidateBundle(context.Background(), path)} {
+		if len(rep.Issues) != MaxIssues || rep.Omitted == 0 || rep.OmittedErrors == 0 || rep.Valid() {
+			t.Errorf("%s: %d issues, %d omitted (%d errors), valid %v; want %d, some omitted, invalid", name, len(rep.Issues), rep.Omitted, rep.OmittedErrors, rep.Valid(), MaxIssues)
+			continue
+		}
+		if got := len(rep.Issues) + rep.Omitted; got < 3000 {
+			t.Errorf("%s: %d issues in all, want at least 3,000", name, got)
+		}
+		if is := rep.Issues[0]; is.Code != CodeDuplicateEventID || is.Step == nil || *is.Step != 2 {
+			t.Errorf("%s: first issue %v, want the duplicate at step 2", name, is)
+		}
+		if msg := rep.Err().Error(); strings.Count(msg, "\n") > 25 || !strings.Contains(msg, "… and ") {
+			t.Errorf("%s: the error lists %d lines:\n%.300s", name, strings.Count(msg, "\n"), msg)
+		}
+	}
+}

@@ -127,13 +127,24 @@ type Report struct {
 	// given to Validate or ValidateBundle was done; the report is then
 	// incomplete.
 	Canceled error
+	// Omitted counts the issues found beyond the first [MaxIssues] in
+	// report order, which Issues does not hold (a trace with a fault on
+	// every line is reported in bounded memory and output), and
+	// OmittedErrors those of them that are errors.
+	Omitted, OmittedErrors int
 
 	checkedIntegrity bool
 }
 
+// MaxIssues is how many issues a [Report] holds at most; the others are
+// counted in Report.Omitted.
+const MaxIssues = 1000
+
 // Valid reports whether the trace passed: no issue of SeverityError, and
 // validation finished.
-func (r *Report) Valid() bool { return r.Canceled == nil && len(r.Errors()) == 0 }
+func (r *Report) Valid() bool {
+	return r.Canceled == nil && len(r.Errors()) == 0 && r.OmittedErrors == 0
+}
 
 // Errors returns the issues of SeverityError.
 func (r *Report) Errors() []Issue { return r.filter(SeverityError) }
@@ -205,13 +216,17 @@ func (e *ValidationError) Error() string {
 		name = "trace"
 	}
 	errs := e.Report.Errors()
-	fmt.Fprintf(&b, "%s is not valid (%s): %d issues", name, e.Report.Mode, len(errs))
+	fmt.Fprintf(&b, "%s is not valid (%s): %d issues", name, e.Report.Mode, len(errs)+e.Report.OmittedErrors)
 	if e.Report.Canceled != nil {
 		fmt.Fprintf(&b, "; validation did not finish: %v", e.Report.Canceled)
 	}
-	for _, i := range errs {
+	const shown = 20 // an error message stays readable
+	for _, i := range errs[:min(len(errs), shown)] {
 		b.WriteString("\n  ")
 		b.WriteString(i.String())
+	}
+	if more := len(errs) + e.Report.OmittedErrors - min(len(errs), shown); more > 0 {
+		fmt.Fprintf(&b, "\n  … and %d more", more)
 	}
 	return b.String()
 }
@@ -305,6 +320,7 @@ func Validate(ctx context.Context, tr *Trace, opts ...ValidateOption) *Report {
 	}
 	rep.Events = len(tr.Events)
 	rep.Issues = v.finish()
+	rep.Omitted, rep.OmittedErrors = v.omitted, v.omittedErrors
 	return rep
 }
 
@@ -361,6 +377,7 @@ func ValidateBundle(ctx context.Context, path string, opts ...ValidateOption) *R
 	}
 	if rep.Canceled != nil {
 		rep.Issues = v.finish()
+		rep.Omitted, rep.OmittedErrors = v.omitted, v.omittedErrors
 		return rep
 	}
 	rep.Loaded = true
@@ -374,6 +391,7 @@ func ValidateBundle(ctx context.Context, path string, opts ...ValidateOption) *R
 		}
 	}
 	rep.Issues = v.finish()
+	rep.Omitted, rep.OmittedErrors = v.omitted, v.omittedErrors
 	return rep
 }
 
@@ -615,6 +633,8 @@ type validator struct {
 	open              map[string]openCall // tool_call id → call
 	lastCallByName    map[string]string   // tool name → id of its latest call
 	eventsAfterRunEnd int
+
+	omitted, omittedErrors int // issues trimmed beyond MaxIssues
 }
 
 func newValidator(cfg validateConfig, m *Manifest) *validator {
@@ -631,6 +651,29 @@ func intp(i int) *int { return &i }
 
 func (v *validator) issue(phase, index int, is Issue) {
 	v.issues = append(v.issues, rankedIssue{phase, index, is})
+	if len(v.issues) >= 2*MaxIssues {
+		v.trim()
+	}
+}
+
+// trim keeps the first MaxIssues issues in report order and counts the
+// others. An issue it drops ranks after MaxIssues it keeps, so it is never
+// one of the first MaxIssues of the whole report.
+func (v *validator) trim() {
+	slices.SortStableFunc(v.issues, func(a, b rankedIssue) int {
+		return cmp.Or(cmp.Compare(a.phase, b.phase), cmp.Compare(a.index, b.index))
+	})
+	if len(v.issues) <= MaxIssues {
+		return
+	}
+	for _, r := range v.issues[MaxIssues:] {
+		v.omitted++
+		if r.Severity == SeverityError {
+			v.omittedErrors++
+		}
+	}
+	clear(v.issues[MaxIssues:])
+	v.issues = v.issues[:MaxIssues]
 }
 
 // extra records an issue of a check beyond stepfork's.
@@ -779,9 +822,7 @@ func (v *validator) finish() []Issue {
 		}
 	}
 	v.finishExtra()
-	slices.SortStableFunc(v.issues, func(a, b rankedIssue) int {
-		return cmp.Or(cmp.Compare(a.phase, b.phase), cmp.Compare(a.index, b.index))
-	})
+	v.trim()
 	var out []Issue
 	for _, r := range v.issues {
 		out = append(out, r.Issue)

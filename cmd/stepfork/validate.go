@@ -130,6 +130,9 @@ func validationJSON(rep *trace.Report, code int) []byte {
 		issues[i] = j.bytes()
 	}
 	o.raw("issues", array(issues))
+	if rep.Omitted > 0 {
+		o.int("omitted_issues", int64(rep.Omitted))
+	}
 	if rep.Canceled != nil {
 		o.str("canceled", rep.Canceled.Error())
 	}
@@ -227,10 +230,13 @@ func (o *validateOptions) human(e *env, path string, rep *trace.Report) {
 		}
 		e.println("")
 	}
+	if rep.Omitted > 0 {
+		e.printf("… and %d more issues not shown (a report holds the first %d)\n\n", rep.Omitted, trace.MaxIssues)
+	}
 	if rep.Canceled != nil {
 		e.printf("Validation did not finish: %s\n", rep.Canceled)
 	}
-	e.println(e.paint(styleRed, "Validation failed: "+strconv.Itoa(len(errs))+" issues."))
+	e.println(e.paint(styleRed, "Validation failed: "+strconv.Itoa(len(errs)+rep.OmittedErrors)+" issues."))
 }
 
 // structureValid reports whether no error concerns the structure (as
