@@ -324,9 +324,9 @@ func TestRecordFailedRun(t *testing.T) {
 	runErr, end := tr.Events[n-2], tr.Events[n-1]
 	assert.Equal(t, trace.ErrorEvent, runErr.Type)
 	assert.Equal(t, tr.Events[0].ID, runErr.ParentID, "the run-level error hangs under run_start")
-	assert.Equal(t, "errors.errorString", runErr.ErrorType, "the root cause names the type")
+	assert.Equal(t, "error", runErr.ErrorType, "a chain of errors.New and fmt.Errorf names no type")
 	assert.Equal(t, "plan: the planner gave up", runErr.Message)
-	assert.Equal(t, &trace.Failure{Type: "errors.errorString", Message: "plan: the planner gave up", Step: runErr.Step}, tr.Failure)
+	assert.Equal(t, &trace.Failure{Type: "error", Message: "plan: the planner gave up", Step: runErr.Step}, tr.Failure)
 	assert.Equal(t, trace.RunEnd, end.Type)
 	assert.Equal(t, "", end.ParentID)
 	assert.Equal(t, trace.RunFailed, end.RunStatus)

@@ -62,7 +62,12 @@
 // enter marker of the current node. Results and failures hang under their
 // call, as stepfork's recorder writes them; a failed run ends with a
 // run-level error event under run_start, the failure in the manifest, and a
-// run_end with parent null. Nodes, decisions, parameters and nondeterminism
+// run_end with parent null. A failure's error_type is the ErrorType() of
+// the first error of its chain that has that method, else the innermost
+// type of the chain that names something ("booking.TimeoutError",
+// "syscall.Errno"), written as %T writes it without a leading '*'; an error
+// made only of errors.New, fmt.Errorf and errors.Join is of type "error".
+// Nodes, decisions, parameters and nondeterminism
 // are runtime markers: state_change events with reserved keys, whose
 // payloads are listed at [trace.MarkerNode].
 //

@@ -181,10 +181,15 @@ func optionErrf(format string, args ...any) error {
 
 // errorType names an error for the error_type field of a recording: the
 // ErrorType() string of the first error in the chain that has one (a served
-// *RecordedError has the recorded type), otherwise the dynamic type of the
-// innermost error of the chain without a leading '*' ("booking.TimeoutError",
-// "errors.errorString"). Naming the root cause keeps the type the same
-// whether the agent wraps a live error or a served one.
+// *RecordedError has the recorded type); otherwise the innermost error of
+// the chain (following the first of several wrapped errors) whose type says
+// something, written as %T writes it without a leading '*'
+// ("booking.TimeoutError", "*fs.PathError" as "fs.PathError"). The
+// standard library's anonymous carriers of text and wrapping (the types of
+// errors.New, fmt.Errorf and errors.Join) say nothing: an error made only of
+// them is of type "error" (Python's plain Exception). Naming the root cause
+// keeps the type the same whether the agent wraps a live error or a served
+// one.
 func errorType(err error) string {
 	var typed interface{ ErrorType() string }
 	if errors.As(err, &typed) {
@@ -192,23 +197,48 @@ func errorType(err error) string {
 			return t
 		}
 	}
-	root := err
-	for {
-		var next error
-		switch u := root.(type) {
+	named := ""
+	for e := err; e != nil; {
+		if t := strings.TrimPrefix(fmt.Sprintf("%T", e), "*"); !carrierTypes[t] {
+			named = t
+		}
+		switch u := e.(type) {
 		case interface{ Unwrap() error }:
-			next = u.Unwrap()
+			e = u.Unwrap()
 		case interface{ Unwrap() []error }:
+			e = nil
 			if errs := u.Unwrap(); len(errs) > 0 {
-				next = errs[0]
+				e = errs[0]
 			}
+		default:
+			e = nil
 		}
-		if next == nil {
-			break
-		}
-		root = next
 	}
-	return strings.TrimPrefix(fmt.Sprintf("%T", root), "*")
+	if named == "" {
+		return plainErrorType
+	}
+	return named
+}
+
+// plainErrorType is the error_type of an error whose chain holds no type of
+// its own (errors.New, fmt.Errorf).
+const plainErrorType = "error"
+
+// carrierTypes are the types of the standard library's errors that carry a
+// text or wrap other errors and name nothing: errors.New's, fmt.Errorf's
+// (with one %w or several) and errors.Join's.
+var carrierTypes = map[string]bool{
+	"errors.errorString": true,
+	"fmt.wrapError":      true,
+	"fmt.wrapErrors":     true,
+	"errors.joinError":   true,
+}
+
+// sameErrorType reports whether an error of type got stands for a recorded
+// failure of type recorded. Recordings made before plain errors were named
+// "error" named them by their carrier ("errors.errorString").
+func sameErrorType(got, recorded string) bool {
+	return got == recorded || got == plainErrorType && carrierTypes[recorded]
 }
 
 // errorMessage is err's text, or its type when the text is empty (stepfork:

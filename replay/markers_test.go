@@ -113,7 +113,7 @@ func TestRecordedEffectAndApprovalFailures(t *testing.T) {
 	ev := rec.Trace.Events[len(rec.Trace.Events)-3]
 	m, ok := ev.Marker()
 	require.True(t, ok)
-	assert.Equal(t, trace.Marker{Key: "@decision", Name: "refund", Kind: "approval", Error: "reviewer unavailable", ErrorType: "errors.errorString"}, m)
+	assert.Equal(t, trace.Marker{Key: "@decision", Name: "refund", Kind: "approval", Error: "reviewer unavailable", ErrorType: "error"}, m)
 
 	p := &nondet{route: "a", def: 1, approve: true}
 	res, err := replay.Replay(context.Background(), rec.Trace, p.agent())

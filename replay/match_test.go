@@ -376,11 +376,11 @@ func TestOutcomeDifferences(t *testing.T) {
 		{"other output", completed, returning(map[string]any{"answer": 42, "items": []any{1, 3}}, nil),
 			"final result differs from recorded output at '$.items[1]': recorded 2, actual 3. Possible causes include untraced nondeterminism or changed local logic."},
 		{"error instead of completion", completed, returning(nil, errors.New("boom")),
-			"entrypoint raised errors.errorString: boom but the trace recorded status completed"},
+			"entrypoint raised error: boom but the trace recorded status completed"},
 		{"completion instead of failure", failed, returning("fine", nil),
 			"trace recorded a failed run but the entrypoint completed without raising"},
 		{"other failure type", failed, returning(nil, errors.New("boom")),
-			"entrypoint raised errors.errorString: boom but the trace recorded status failed (failure ValueError)"},
+			"entrypoint raised error: boom but the trace recorded status failed (failure ValueError)"},
 		{"same failure type", failed, returning(nil, typedErr{"ValueError"}), ""},
 	}
 	for _, tc := range cases {

@@ -764,7 +764,7 @@ func outcomeDiffers(base *trace.Trace, res *Result) error {
 			return &MismatchError{Step: -1, msg: fmt.Sprintf("entrypoint raised %s: %s but the trace recorded status %s",
 				errorType(res.Err), redactedText(res.Err.Error()), status)}
 		}
-		if base.Failure != nil && errorType(res.Err) != base.Failure.Type {
+		if base.Failure != nil && !sameErrorType(errorType(res.Err), base.Failure.Type) {
 			return &MismatchError{Step: -1, msg: fmt.Sprintf("entrypoint raised %s: %s but the trace recorded status failed (failure %s)",
 				errorType(res.Err), redactedText(res.Err.Error()), base.Failure.Type)}
 		}
