@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -86,6 +87,13 @@ func TestLiveTailOnProviders(t *testing.T) {
 			again, err := fork.Run(ctx, v.Trace, fork.Start(), agent)
 			require.NoError(t, err)
 			assert.True(t, again.Diff.Equivalent(), "%v", changedPaths(again.Diff))
+
+			// Prompt caching changes the usage of the same answer: cost,
+			// not behavior.
+			srv.SetCachedTokens(fakeprovider.CachedTokens / 2)
+			cached, err := fork.Run(ctx, base, fork.Start(), agent)
+			require.NoError(t, err)
+			assert.True(t, cached.Diff.Equivalent(), "%v", changedPaths(cached.Diff))
 
 			srv.SetAnswer("It is raining.")
 			changed, err := fork.Run(ctx, base, fork.Start(), agent)
@@ -218,4 +226,29 @@ func TestHTTPCallsInTheTail(t *testing.T) {
 	assert.True(t, v.Diff.Equivalent(), "%v", changedPaths(v.Diff))
 	assert.Len(t, v.Replayed, 1)
 	assert.True(t, slices.ContainsFunc(rec.Trace.Events, func(ev trace.Event) bool { return ev.Name == "http" }))
+}
+
+// TestLiveTailUsageThroughLLM: through replay.LLM too, a live tail whose
+// model answers the same with another usage (prompt caching) is
+// equivalent; the token delta reports the usage.
+func TestLiveTailUsageThroughLLM(t *testing.T) {
+	t.Parallel()
+	var cached atomic.Int64
+	call := func(_ context.Context, req replay.Request) (replay.Response, error) {
+		return replay.Response{Content: "It is sunny.", StopReason: "stop",
+			Usage: replay.Usage{PromptTokens: 100, CompletionTokens: 5, TotalTokens: 105 + cached.Load(), CachedTokens: cached.Load()}}, nil
+	}
+	agent := replay.Typed(func(ctx context.Context, q string) (string, error) {
+		resp, err := replay.LLM(ctx, replay.Request{Provider: "fake", Model: "m-1", Messages: []replay.Message{{Role: "user", Content: q}}}, call)
+		return resp.Content, err
+	})
+	ctx := context.Background()
+	rec, err := replay.Record(ctx, "weather", "Weather in Pokhara?", agent)
+	require.NoError(t, err)
+	cached.Store(16)
+	v, err := fork.Run(ctx, rec.Trace, fork.Start(), agent)
+	require.NoError(t, err)
+	assert.Equal(t, 1, v.LiveModelCalls)
+	assert.True(t, v.Diff.Equivalent(), "%v", changedPaths(v.Diff))
+	assert.Equal(t, int64(16), v.Diff.TokensDelta)
 }

@@ -45,6 +45,16 @@ const (
 // message, body_error and closed_early are compared: the raw body or
 // stream, with its response ids, created times and fingerprints, is not
 // behavior.
+//
+// The usage a model reports is cost, not behavior: in the output of a
+// model call, wherever it is, a member named "usage", "usage_metadata" or
+// "usageMetadata" that is null or holds token counts (an object with a
+// number under a key containing "token", in any case: "prompt_tokens",
+// "inputTokens", "promptTokenCount") is left out. So a model that answers
+// the same thing with more of its prompt cached has not behaved
+// differently; its tokens and cost are the events' own fields, which
+// package diff reports as deltas. ([Trace.StepforkBehavior], stepfork's
+// extraction, keeps them.)
 type BehaviorStep struct {
 	Index    int      // position among the run's behavior steps
 	Type     StepType // tool, llm, state, …
@@ -65,16 +75,58 @@ type BehaviorStep struct {
 // nondeterminism whose consequences show in the steps that follow.
 //
 // The steps are computed on each call and are the caller's own.
-func (t *Trace) Behavior() []BehaviorStep { return extractBehavior(t) }
+func (t *Trace) Behavior() []BehaviorStep {
+	return behaviorOf(t.Events, t.Calls(), t.Nodes(), false)
+}
 
-// extractBehavior walks tr's events in order and returns its behavior steps.
-func extractBehavior(tr *Trace) []BehaviorStep {
-	return behaviorOf(tr.Events, tr.Calls(), tr.Nodes())
+// StepforkBehavior returns the behavior steps as stepfork's diff_traces
+// extracts them, which a positional diff compares: one per tool call, model
+// call, state change (runtime markers included, as the state changes they
+// are in the file), error and run end, in event order, with payloads as
+// [BehaviorStep] describes them except that the usage in a model call's
+// output is kept.
+//
+// The steps are computed on each call and are the caller's own.
+func (t *Trace) StepforkBehavior() []BehaviorStep {
+	steps := behaviorOf(t.Events, t.Calls(), t.Nodes(), true)
+	// The steps of calls, plain state changes, errors and run ends are the
+	// same in both extractions and come in event order; markers become
+	// state steps where they occur.
+	out := make([]BehaviorStep, 0, len(steps))
+	next := 0
+	for i := range t.Events {
+		ev := &t.Events[i]
+		switch ev.Type {
+		case StateChange:
+			if !ev.IsMarker() {
+				break
+			}
+			out = append(out, BehaviorStep{Index: len(out), Type: StepState, Label: ev.Key,
+				EventID: ev.ID, Step: ev.Step, Payload: object2("after", sanitize(ev.After), "before", sanitize(ev.Before))})
+			continue
+		case ToolCall, LLMRequest, ErrorEvent, RunEnd:
+		default:
+			continue
+		}
+		for next < len(steps) && isMarkerStep(steps[next].Type) {
+			next++
+		}
+		s := steps[next]
+		next++
+		s.Index = len(out)
+		out = append(out, s)
+	}
+	return out
+}
+
+func isMarkerStep(t StepType) bool {
+	return t == StepDecision || t == StepParam || t == StepNode
 }
 
 // behaviorOf returns the behavior steps of the events evs, whose calls and
-// nodes are given.
-func behaviorOf(evs []Event, calls []Call, nodes []Node) []BehaviorStep {
+// nodes are given; withUsage keeps the usage of model outputs (stepfork's
+// extraction).
+func behaviorOf(evs []Event, calls []Call, nodes []Node, withUsage bool) []BehaviorStep {
 	steps := make([]BehaviorStep, 0, len(evs)/2+1)
 	add := func(ev *Event, t StepType, label string, payload Value) *BehaviorStep {
 		steps = append(steps, BehaviorStep{Index: len(steps), Type: t, Label: label, EventID: ev.ID, Step: ev.Step, Payload: payload})
@@ -98,7 +150,7 @@ func behaviorOf(evs []Event, calls []Call, nodes []Node) []BehaviorStep {
 			case c.Failure >= 0:
 				resultID = evs[c.Failure].ID
 			}
-			s := add(ev, t, c.Label, callStepPayload(t, ev.Name, ev.Input, c.Output, c.Status))
+			s := add(ev, t, c.Label, callStepPayload(t, ev.Name, ev.Input, c.Output, c.Status, withUsage))
 			s.ResultID = resultID
 		case StateChange:
 			if ev.IsMarker() {
@@ -170,12 +222,85 @@ func nodeExitPayload(m Marker) Value {
 
 // callStepPayload is the payload of the step of a call of type t (the
 // tool's name, or "" for a model call) with its input and its output
-// (Call.Output) and status.
-func callStepPayload(t StepType, name string, input, output Value, status Status) Value {
+// (Call.Output) and status; withUsage keeps the usage in a model's output.
+func callStepPayload(t StepType, name string, input, output Value, status Status, withUsage bool) Value {
 	if t == StepLLM || name == "http" {
 		output = httpBehavior(output)
 	}
+	if t == StepLLM && !withUsage {
+		output = withoutUsage(output)
+	}
 	return callPayload(input, output, string(status))
+}
+
+// withoutUsage is a model's output without the usage it reports (see
+// BehaviorStep): every member named usage, usage_metadata or usageMetadata
+// that is null or holds token counts, at any depth, is left out.
+func withoutUsage(v Value) Value {
+	if k := v.Kind(); k != Object && k != Array || !strings.Contains(v.raw, `"usage`) {
+		return v
+	}
+	out, _ := dropUsage(v)
+	return out
+}
+
+// dropUsage is withoutUsage's walk; it reports whether it left anything
+// out.
+func dropUsage(v Value) (Value, bool) {
+	switch v.Kind() {
+	case Object:
+		var ms []Member
+		changed := false
+		for k, e := range v.Members() {
+			if isUsage(k, e) {
+				changed = true
+				continue
+			}
+			r, c := dropUsage(e)
+			ms, changed = append(ms, Member{Key: k, Value: r}), changed || c
+		}
+		if changed {
+			if out, err := ObjectValue(ms...); err == nil {
+				return out, true
+			}
+		}
+	case Array:
+		var es []Value
+		changed := false
+		for _, e := range v.Elems() {
+			r, c := dropUsage(e)
+			es, changed = append(es, r), changed || c
+		}
+		if changed {
+			if out, err := ArrayValue(es...); err == nil {
+				return out, true
+			}
+		}
+	}
+	return v, false
+}
+
+// isUsage reports whether the member k: v of a model's output is the usage
+// it reports: named usage, usage_metadata or usageMetadata, and null or an
+// object holding a number under a key that contains "token" in any case.
+func isUsage(k string, v Value) bool {
+	switch k {
+	case "usage", "usage_metadata", "usageMetadata":
+	default:
+		return false
+	}
+	if v.IsNull() {
+		return true
+	}
+	if v.Kind() != Object {
+		return false
+	}
+	for mk, mv := range v.Members() {
+		if k := mv.Kind(); (k == Int || k == Float) && strings.Contains(strings.ToLower(mk), "token") {
+			return true
+		}
+	}
+	return false
 }
 
 // callPayload builds {"input":…,"output":…,"status":…} directly: the keys

@@ -109,7 +109,7 @@ func ReadBehavior(path string, visit func(*Event)) (*DigestedRun, error) {
 	sk.evs, sk.sums, sk.lines = evs, sums, lines
 	// Not tr.Calls and tr.Nodes, which a trace keeps until it is collected.
 	calls := pairCalls(evs)
-	run.Steps = behaviorOf(evs, calls, matchNodes(evs))
+	run.Steps = behaviorOf(evs, calls, matchNodes(evs), false)
 	run.Digests = make([]StepDigest, len(run.Steps))
 	run.lineOf = make([]int32, len(run.Steps))
 	next := 0
@@ -244,7 +244,7 @@ func (run *DigestedRun) LoadPayloads(steps ...int) error {
 			}
 			output = res.Output
 		}
-		payload := callStepPayload(s.Type, call.Name, call.Input, output, cl.status)
+		payload := callStepPayload(s.Type, call.Name, call.Input, output, cl.status, false)
 		if stepDigest(&BehaviorStep{Type: s.Type, Label: s.Label, Payload: payload}) != run.Digests[i] {
 			return fmt.Errorf("%s changed while it was read (the payloads of event %s are no longer those read)", where, s.EventID)
 		}

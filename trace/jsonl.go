@@ -171,8 +171,8 @@ type eventDecoder struct {
 	// redaction could change anything in the line (a sensitive key, noted
 	// by the canonicalizer, or what may be a credential in a payload's
 	// canonical form: mayRedact) and whether a payload has a "headers" key
-	// (http, by the slot of sums), which the behavior of an HTTP response
-	// leaves out.
+	// or a key that starts with "usage" (http, by the slot of sums), which
+	// the behavior of an HTTP response or of a model's answer leaves out.
 	digest    bool
 	mayRedact bool
 	http      [2]bool
@@ -496,7 +496,9 @@ func (d *eventDecoder) payloadOrSum(slot int) (Value, error) {
 		// In canonical form none of the characters of the credential
 		// anchors is escaped, and keys are written as they are.
 		d.mayRedact = d.mayRedact || mayHoldCredential(unsafe.String(unsafe.SliceData(d.buf), len(d.buf)))
-		d.http[slot] = bytes.Contains(d.buf, []byte(`"headers":`))
+		// A payload whose behavior leaves some of it out: an HTTP response
+		// (its headers), a model's usage.
+		d.http[slot] = bytes.Contains(d.buf, []byte(`"headers":`)) || bytes.Contains(d.buf, []byte(`"usage`))
 	}
 	if d.track {
 		d.spans[slot] = [2]int{start, c.pos}
@@ -514,7 +516,8 @@ func (d *eventDecoder) payloadOrSum(slot int) (Value, error) {
 // returned in its slot of the sums, when the digest stands for what the
 // payload's behavior step holds: nothing in the line that redaction would
 // change, and no "headers" key in a result's output (an HTTP response,
-// whose behavior leaves out some of it). Any other event is decoded whole
+// whose behavior leaves out some of it) nor any key starting with "usage"
+// (a model's usage, likewise). Any other event is decoded whole
 // by full. d must be a hash-only decoder noting digests.
 func (d *eventDecoder) elide(line []byte, n int, name string, ev *Event, full *eventDecoder) (payloadSums, error) {
 	if err := d.decodeLine(line, n, name, ev); err != nil {

@@ -4,6 +4,8 @@
 // do: every response has fresh ids (chatcmpl-…, resp_…, msg_…, call_…,
 // toolu_…, fc_…), a fresh created time and system fingerprint, and fresh
 // request-id and rate-limit headers; streams repeat them in every frame.
+// Its usage reports cached prompt tokens, as many as SetCachedTokens says
+// (prompt caching).
 //
 // Its model is scripted: a request that carries no tool result is answered
 // with a call of the tool "lookup" with arguments {"q": "weather"}; one that
@@ -33,6 +35,7 @@ type Server struct {
 	requests atomic.Int64
 	answer   atomic.Value // string
 	limit    atomic.Int64
+	cached   atomic.Int64
 
 	mu     sync.Mutex
 	bodies []Request
@@ -49,12 +52,18 @@ func New() *Server {
 	s := &Server{}
 	s.answer.Store("It is sunny.")
 	s.limit.Store(10000)
+	s.cached.Store(CachedTokens)
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
 }
 
 // SetAnswer sets the text the model answers once it has a tool result.
 func (s *Server) SetAnswer(text string) { s.answer.Store(text) }
+
+// SetCachedTokens sets how many of the prompt's tokens the model reports as
+// read from its prompt cache (CachedTokens until it is set): a provider's
+// prompt caching, which changes the usage of an answer and nothing else.
+func (s *Server) SetCachedTokens(n int64) { s.cached.Store(n) }
 
 // Requests is the number of requests served.
 func (s *Server) Requests() int64 { return s.requests.Load() }
@@ -125,6 +134,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	h.Set("Anthropic-Ratelimit-Requests-Remaining", left)
 	h.Set("Openai-Processing-Ms", strconv.FormatInt(time.Now().UnixNano()%997, 10))
 	text := s.answer.Load().(string)
+	cached := s.cached.Load()
 	var frames []string
 	var whole string
 	path := r.URL.Path
@@ -132,32 +142,32 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	case strings.HasSuffix(path, "/chat/completions"):
 		done := strings.Contains(string(body), `"tool_call_id"`)
 		if req.Stream {
-			frames = chatFrames(req.Model, done, text)
+			frames = chatFrames(req.Model, done, text, cached)
 		} else {
-			whole = chatJSON(req.Model, done, text)
+			whole = chatJSON(req.Model, done, text, cached)
 		}
 	case strings.HasSuffix(path, "/responses"):
 		done := strings.Contains(string(body), `"function_call_output"`)
 		if req.Stream {
-			frames = responsesFrames(req.Model, done, text)
+			frames = responsesFrames(req.Model, done, text, cached)
 		} else {
-			whole = canon(responsesObject(req.Model, done, text))
+			whole = canon(responsesObject(req.Model, done, text, cached))
 		}
 	case strings.HasSuffix(path, "/messages"):
 		done := strings.Contains(string(body), `"tool_result"`)
 		if req.Stream {
-			frames = anthropicFrames(req.Model, done, text)
+			frames = anthropicFrames(req.Model, done, text, cached)
 		} else {
-			whole = anthropicJSON(req.Model, done, text)
+			whole = anthropicJSON(req.Model, done, text, cached)
 		}
 	case strings.Contains(path, ":generateContent") || strings.Contains(path, ":streamGenerateContent"):
 		model := path[strings.LastIndex(path, "/models/")+len("/models/"):]
 		model = model[:strings.IndexByte(model, ':')]
 		done := strings.Contains(string(body), `"functionResponse"`)
 		if strings.Contains(path, ":streamGenerateContent") {
-			frames = geminiFrames(model, done, text)
+			frames = geminiFrames(model, done, text, cached)
 		} else {
-			whole = canon(geminiChunk(model, fresh(""), done, text, true))
+			whole = canon(geminiChunk(model, fresh(""), done, text, true, cached))
 		}
 	default:
 		http.Error(w, "no such endpoint", http.StatusNotFound)
@@ -189,7 +199,7 @@ func pieces(text string) []string {
 
 const args = `{"q": "weather"}`
 
-func chatJSON(model string, done bool, text string) string {
+func chatJSON(model string, done bool, text string, cached int64) string {
 	msg := obj{"role": "assistant", "content": text, "refusal": nil}
 	finish := "stop"
 	if !done {
@@ -200,18 +210,18 @@ func chatJSON(model string, done bool, text string) string {
 	return canon(obj{"id": fresh("chatcmpl-"), "object": "chat.completion", "created": time.Now().UnixNano(),
 		"model": model, "system_fingerprint": fresh("fp_"), "service_tier": "default",
 		"choices": []any{obj{"index": 0, "message": msg, "logprobs": nil, "finish_reason": finish}},
-		"usage":   chatUsage()})
+		"usage":   chatUsage(cached)})
 }
 
-func chatUsage() obj {
+func chatUsage(cached int64) obj {
 	return obj{"prompt_tokens": PromptTokens, "completion_tokens": CompletionTokens, "total_tokens": PromptTokens + CompletionTokens,
-		"prompt_tokens_details":     obj{"cached_tokens": CachedTokens, "audio_tokens": 0},
+		"prompt_tokens_details":     obj{"cached_tokens": cached, "audio_tokens": 0},
 		"completion_tokens_details": obj{"reasoning_tokens": ReasoningTokens, "audio_tokens": 0}}
 }
 
 func data(x any) string { return "data: " + canon(x) + "\n\n" }
 
-func chatFrames(model string, done bool, text string) []string {
+func chatFrames(model string, done bool, text string, cached int64) []string {
 	id, fp, created := fresh("chatcmpl-"), fresh("fp_"), time.Now().UnixNano()
 	chunk := func(delta obj, finish any) string {
 		return data(obj{"id": id, "object": "chat.completion.chunk", "created": created, "model": model, "system_fingerprint": fp,
@@ -232,7 +242,7 @@ func chatFrames(model string, done bool, text string) []string {
 		out = append(out, chunk(obj{}, "tool_calls"))
 	}
 	out = append(out, data(obj{"id": id, "object": "chat.completion.chunk", "created": created, "model": model,
-		"system_fingerprint": fp, "choices": []any{}, "usage": chatUsage()}))
+		"system_fingerprint": fp, "choices": []any{}, "usage": chatUsage(cached)}))
 	return append(out, "data: [DONE]\n\n")
 }
 
@@ -244,16 +254,16 @@ func responsesItem(done bool, text string) obj {
 	return obj{"type": "function_call", "id": fresh("fc_"), "call_id": fresh("call_"), "name": "lookup", "arguments": args, "status": "completed"}
 }
 
-func responsesObject(model string, done bool, text string) obj {
+func responsesObject(model string, done bool, text string, cached int64) obj {
 	return obj{"id": fresh("resp_"), "object": "response", "created_at": time.Now().Unix(), "status": "completed",
 		"model": model, "output": []any{responsesItem(done, text)}, "parallel_tool_calls": true,
 		"usage": obj{"input_tokens": PromptTokens, "output_tokens": CompletionTokens, "total_tokens": PromptTokens + CompletionTokens,
-			"input_tokens_details":  obj{"cached_tokens": CachedTokens},
+			"input_tokens_details":  obj{"cached_tokens": cached},
 			"output_tokens_details": obj{"reasoning_tokens": ReasoningTokens}}}
 }
 
-func responsesFrames(model string, done bool, text string) []string {
-	final := responsesObject(model, done, text)
+func responsesFrames(model string, done bool, text string, cached int64) []string {
+	final := responsesObject(model, done, text, cached)
 	item := final["output"].([]any)[0].(obj)
 	seq := 0
 	ev := func(typ string, x obj) string {
@@ -277,12 +287,12 @@ func responsesFrames(model string, done bool, text string) []string {
 	return append(out, ev("response.completed", obj{"response": final}))
 }
 
-func anthropicUsage(output int) obj {
-	return obj{"input_tokens": PromptTokens - CachedTokens - CacheWriteTokens, "cache_read_input_tokens": CachedTokens,
+func anthropicUsage(output int, cached int64) obj {
+	return obj{"input_tokens": PromptTokens - cached - CacheWriteTokens, "cache_read_input_tokens": cached,
 		"cache_creation_input_tokens": CacheWriteTokens, "output_tokens": output, "service_tier": "standard"}
 }
 
-func anthropicJSON(model string, done bool, text string) string {
+func anthropicJSON(model string, done bool, text string, cached int64) string {
 	content := []any{obj{"type": "text", "text": text}}
 	stop := "end_turn"
 	if !done {
@@ -290,16 +300,16 @@ func anthropicJSON(model string, done bool, text string) string {
 		stop = "tool_use"
 	}
 	return canon(obj{"id": fresh("msg_"), "type": "message", "role": "assistant", "model": model, "content": content,
-		"stop_reason": stop, "stop_sequence": nil, "usage": anthropicUsage(CompletionTokens)})
+		"stop_reason": stop, "stop_sequence": nil, "usage": anthropicUsage(CompletionTokens, cached)})
 }
 
-func anthropicFrames(model string, done bool, text string) []string {
+func anthropicFrames(model string, done bool, text string, cached int64) []string {
 	ev := func(typ string, x obj) string {
 		x["type"] = typ
 		return "event: " + typ + "\n" + data(x)
 	}
 	out := []string{ev("message_start", obj{"message": obj{"id": fresh("msg_"), "type": "message", "role": "assistant", "model": model,
-		"content": []any{}, "stop_reason": nil, "stop_sequence": nil, "usage": anthropicUsage(1)}})}
+		"content": []any{}, "stop_reason": nil, "stop_sequence": nil, "usage": anthropicUsage(1, cached)}})}
 	stop := "end_turn"
 	if done {
 		out = append(out, ev("content_block_start", obj{"index": 0, "content_block": obj{"type": "text", "text": ""}}), ev("ping", obj{}))
@@ -319,7 +329,7 @@ func anthropicFrames(model string, done bool, text string) []string {
 	return out
 }
 
-func geminiChunk(model, id string, done bool, text string, last bool) obj {
+func geminiChunk(model, id string, done bool, text string, last bool, cached int64) obj {
 	part := obj{"text": text}
 	if !done {
 		part = obj{"functionCall": obj{"name": "lookup", "args": obj{"q": "weather"}}}
@@ -329,22 +339,22 @@ func geminiChunk(model, id string, done bool, text string, last bool) obj {
 		"createTime": time.Now().UTC().Format(time.RFC3339Nano)}
 	if last {
 		cand["finishReason"] = "STOP"
-		out["usageMetadata"] = obj{"promptTokenCount": PromptTokens, "cachedContentTokenCount": CachedTokens,
+		out["usageMetadata"] = obj{"promptTokenCount": PromptTokens, "cachedContentTokenCount": cached,
 			"candidatesTokenCount": CompletionTokens - ReasoningTokens, "thoughtsTokenCount": ReasoningTokens,
 			"totalTokenCount": PromptTokens + CompletionTokens}
 	}
 	return out
 }
 
-func geminiFrames(model string, done bool, text string) []string {
+func geminiFrames(model string, done bool, text string, cached int64) []string {
 	id := fresh("")
 	if !done {
-		return []string{"data: " + canon(geminiChunk(model, id, false, "", true)) + "\r\n\r\n"}
+		return []string{"data: " + canon(geminiChunk(model, id, false, "", true, cached)) + "\r\n\r\n"}
 	}
 	ps := pieces(text)
 	var out []string
 	for i, p := range ps {
-		out = append(out, "data: "+canon(geminiChunk(model, id, true, p, i == len(ps)-1))+"\r\n\r\n")
+		out = append(out, "data: "+canon(geminiChunk(model, id, true, p, i == len(ps)-1, cached))+"\r\n\r\n")
 	}
 	return out
 }

@@ -135,7 +135,8 @@ type config struct {
 }
 
 // AlignPosition makes [Runs] behave exactly like stepfork's diff_traces:
-// steps are extracted as stepfork does (runtime markers are state steps) and
+// steps are extracted as stepfork does ([trace.Trace.StepforkBehavior]:
+// runtime markers are state steps, a model's usage is compared) and
 // aligned by position, the two terminal run steps with each other. The
 // resulting Result's JSON is byte-identical to `stepfork diff --json`.
 func AlignPosition() Option { return optionFunc(func(c *config) { c.positional = true }) }
@@ -157,7 +158,9 @@ func DisplayPaths(base, variant string) Option {
 // extracts them, and, in the default mode, one per decision, parameter read
 // and entered node; runtime markers are not state steps there, and @now, @id
 // and @effect markers are left out (they record nondeterminism whose
-// consequences show in the steps that follow). The two
+// consequences show in the steps that follow); the usage a model reports
+// is cost, not behavior, and is left out of its step (the token and cost
+// deltas report it). The two
 // step lists are aligned, and aligned steps compared field by field.
 //
 // By default the alignment is a longest common subsequence of the step
@@ -599,47 +602,12 @@ func childPath(p, key string) string {
 func indexPath(p string, i int) string { return p + "[" + strconv.Itoa(i) + "]" }
 
 // behavior returns the run's behavior steps: [trace.Trace.Behavior], or with
-// positional set stepfork's extraction, in which every runtime marker is an
-// ordinary state step.
+// positional set stepfork's extraction ([trace.Trace.StepforkBehavior]).
 func behavior(tr *trace.Trace, positional bool) []trace.BehaviorStep {
-	steps := tr.Behavior()
-	if !positional {
-		return steps
+	if positional {
+		return tr.StepforkBehavior()
 	}
-	// The steps of calls, plain state changes, errors and run ends are the
-	// same in both extractions and come in event order; markers become
-	// state steps where they occur.
-	out := make([]trace.BehaviorStep, 0, len(steps))
-	next := 0
-	for i := range tr.Events {
-		ev := &tr.Events[i]
-		switch ev.Type {
-		case trace.StateChange:
-			if !ev.IsMarker() {
-				break
-			}
-			payload, _ := trace.ObjectValue(trace.Member{Key: "after", Value: sanitize(ev.After)},
-				trace.Member{Key: "before", Value: sanitize(ev.Before)})
-			out = append(out, trace.BehaviorStep{Index: len(out), Type: trace.StepState, Label: ev.Key,
-				EventID: ev.ID, Step: ev.Step, Payload: payload})
-			continue
-		case trace.ToolCall, trace.LLMRequest, trace.ErrorEvent, trace.RunEnd:
-		default:
-			continue
-		}
-		for next < len(steps) && isMarkerStep(steps[next].Type) {
-			next++
-		}
-		s := steps[next]
-		next++
-		s.Index = len(out)
-		out = append(out, s)
-	}
-	return out
-}
-
-func isMarkerStep(t trace.StepType) bool {
-	return t == trace.StepDecision || t == trace.StepParam || t == trace.StepNode
+	return tr.Behavior()
 }
 
 // sanitize is the value stepfork compares: redacted, and null for a missing
