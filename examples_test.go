@@ -238,16 +238,14 @@ func Example_counterfactualPrompt() {
 	fmt.Printf("output:     %+v\n", v.Output)
 	fmt.Println("change:    ", v.Changes[0].Description, "applied", v.Changes[0].Applied, "time(s)")
 	fmt.Println("live calls:", v.LiveModelCalls, "model,", v.LiveToolCalls, "tool; cost", v.IncurredCost, "USD")
-	if div := v.Diff.Divergence; div != nil {
-		fmt.Println("diverged:   step", div.Base.Step, div.Base.Type, div.Base.Label, div.Kind)
-	}
+	fmt.Println("diverged:  ", v.Diff.Divergence)
 	// Output:
 	// fork point: step 5 (before the failing node ('resolve', execution 1))
 	// status:     completed (base: failed)
 	// output:     {Status:awaiting_approval RefundID:}
 	// change:     prompt of 'resolve' applied 1 time(s)
 	// live calls: 1 model, 0 tool; cost 0.0004 USD
-	// diverged:   step 5 node resolve changed
+	// diverged:   steps 7–8: llm 'fake/desk-1' changed: input.system "You resolve refund requests. Do what the customer asks." → "You resolve refund requests. Refunds above the policy limit need approval." (+1 more)
 }
 
 // Sweep three variants at the failure point. Raising the policy limit does
@@ -298,8 +296,9 @@ func Example_diff() {
 	// Output:
 	// behavior changed: 5 changed, 0 added, 3 removed, 3 unchanged (11 steps, LCS)
 	//   status    completed          was failed
+	//   diverged  steps 7–8: llm 'fake/desk-1' changed: input.system "You resolve refund requests. Do what the customer asks." → "You resolve refund requests. Refunds above the policy limit need approval." (+1 more)
 	//   path      node:lookup → tool:get_order → ~node:resolve → param:policy_limit → ~llm:fake/desk-1 → ~decision:action → ~state:action → -tool:issue_refund → -error:stepfork_test.PaymentRefused → -error:stepfork_test.PaymentRefused → ~run
-	//                                            ^ diverged here
+	//                                                                                 ^ diverged here
 	//   ~ #2      node resolve (base #2 evt_006 step 5, variant #2 evt_006 step 5)
 	//               error
 	//                 expected: "payment system refused an automatic refund of 250.00 USD"
@@ -307,7 +306,7 @@ func Example_diff() {
 	//               status
 	//                 expected: "error"
 	//                 actual:   "ok"
-	//   ~ #4      llm fake/desk-1 (base #4 evt_008 step 7, variant #4 evt_008 step 7)
+	//   ~ #4      llm fake/desk-1 (base #4 evt_008 steps 7–8, variant #4 evt_008 steps 7–8)
 	//               input.system
 	//                 expected: "You resolve refund requests. Do what the customer asks."
 	//                 actual:   "You resolve refund requests. Refunds above the policy limit need approval."
@@ -322,7 +321,7 @@ func Example_diff() {
 	//               after
 	//                 expected: "refund"
 	//                 actual:   "escalate"
-	//   - #7      tool issue_refund (base #7 evt_012 step 11)
+	//   - #7      tool issue_refund (base #7 evt_012 steps 11–12)
 	//   - #8      error stepfork_test.PaymentRefused (base #8 evt_014 step 13)
 	//   - #9      error stepfork_test.PaymentRefused (base #9 evt_016 step 15)
 	//   ~ #10     run run (base #10 evt_017 step 16, variant #7 evt_013 step 12)

@@ -87,40 +87,13 @@ func on(c any, check func(subject) error) error {
 }
 
 // describeDivergence says in one line where the two runs of d first part,
-// naming the step: "step 7: llm 'fake/fake-1' changed: output.content
-// 'refund' → 'escalate'".
+// naming the step ([diff.Divergence.String]): "steps 7–8: llm 'fake/fake-1'
+// changed: output.content "refund" → "escalate"".
 func describeDivergence(d *diff.Result) string {
-	dv := d.Divergence
-	if dv == nil {
+	if d.Divergence == nil {
 		return fmt.Sprintf("nowhere: the runs are equivalent (%d steps unchanged)", len(d.Steps))
 	}
-	switch dv.Kind {
-	case diff.Added:
-		return fmt.Sprintf("step %d: %s %s only in the variant", dv.Variant.Step, dv.Variant.Type, reprString(dv.Variant.Label))
-	case diff.Removed:
-		return fmt.Sprintf("step %d: %s %s only in the base", dv.Base.Step, dv.Base.Type, reprString(dv.Base.Label))
-	}
-	if dv.Base.Type != dv.Variant.Type || dv.Base.Label != dv.Variant.Label {
-		return fmt.Sprintf("step %d: %s %s became %s %s", dv.Variant.Step, dv.Base.Type, reprString(dv.Base.Label),
-			dv.Variant.Type, reprString(dv.Variant.Label))
-	}
-	text := fmt.Sprintf("step %d: %s %s changed", dv.Variant.Step, dv.Variant.Type, reprString(dv.Variant.Label))
-	if dv.Index < len(d.Steps) {
-		if ch := d.Steps[dv.Index].Changes; len(ch) > 0 {
-			text += fmt.Sprintf(": %s %s → %s", ch[0].Path, reprOrAbsent(ch[0].Expected), reprOrAbsent(ch[0].Actual))
-			if len(ch) > 1 {
-				text += fmt.Sprintf(" (+%d more)", len(ch)-1)
-			}
-		}
-	}
-	return text
-}
-
-func reprOrAbsent(v trace.Value) string {
-	if v.IsAbsent() {
-		return "(absent)"
-	}
-	return shortRepr(v)
+	return d.Divergence.String()
 }
 
 // shortRepr is reprValue cut to 120 characters.
@@ -143,7 +116,7 @@ func divergenceLine(d *diff.Result) string {
 // ids, timestamps, durations and costs are not behavior). The failure starts
 // with the first divergence and is followed by the diff ([diff.Result.Explain]):
 //
-//	expected the variant to behave like the base; it diverged at step 7: llm 'fake/fake-1' changed: output.content 'refund' → 'escalate'
+//	expected the variant to behave like the base; it diverged at steps 7–8: llm 'fake/fake-1' changed: output.content "refund" → "escalate"
 func CheckEquivalent[C Counterfactual](c C) error {
 	return on(c, func(s subject) error {
 		if s.d.Equivalent() {
@@ -185,16 +158,21 @@ func Diverged[C Counterfactual](t TestingT, c C, msgAndArgs ...any) bool {
 }
 
 // CheckDivergesAtStep reports whether the first divergence of the two runs
-// is at step: the step of the first differing behavior step's event, in the
-// variant when it has that step (a changed or added step), else in the base
-// (a removed step); for a changed step whose step numbers differ between
-// the runs either matches.
+// is at step: a step number of the first differing behavior step's events,
+// in the variant when it has that step (a changed or added step), else in
+// the base (a removed step). A call is made at one step and answered at
+// another, as the divergence names it ("steps 6–7"): either number
+// matches; for a changed step whose step numbers differ between the runs
+// those of either run match.
 //
-//	expected the runs to diverge at step 7; they diverged at step 11: tool 'issue_refund' only in the base
+//	expected the runs to diverge at step 7; they diverged at steps 11–12: tool 'issue_refund' only in the base
 func CheckDivergesAtStep[C Counterfactual](c C, step int) error {
 	return on(c, func(s subject) error {
 		return divergesAt(s, fmt.Sprintf("at step %d", step), "", func(dv *diff.Divergence) bool {
-			return (dv.Variant != nil && dv.Variant.Step == step) || (dv.Base != nil && dv.Base.Step == step)
+			at := func(s *trace.BehaviorStep) bool {
+				return s != nil && (s.Step == step || s.ResultStep == step)
+			}
+			return at(dv.Variant) || at(dv.Base)
 		})
 	})
 }
@@ -214,7 +192,7 @@ func DivergesAtStep[C Counterfactual](t TestingT, c C, step int, msgAndArgs ...a
 // an execution of that node. A *diff.Result holds no events, so there only
 // the node's own step matches.
 //
-//	expected the runs to diverge in node 'decide'; they diverged at step 2: tool 'get_order' changed: output.amount 250.0 → 90.0 (in node 'lookup')
+//	expected the runs to diverge in node 'decide'; they diverged at steps 2–3: tool 'get_order' changed: output.amount 250.0 → 90.0 (in node 'lookup')
 func CheckDivergesInNode[C Counterfactual](c C, node string) error {
 	return on(c, func(s subject) error {
 		if node == "" {
@@ -341,7 +319,7 @@ func endText(s subject) string {
 // ("completed", "failed" or "running"), which never says blocked.
 //
 //	expected the variant to end blocked; it completed
-//	first divergence: step 7: llm 'fake/fake-1' changed: …
+//	first divergence: steps 7–8: llm 'fake/fake-1' changed: …
 func CheckStatus[C Counterfactual](c C, want fork.Status) error {
 	return on(c, func(s subject) error {
 		if statusOf(s) == want {

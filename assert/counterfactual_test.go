@@ -79,7 +79,7 @@ func refundVariant(t testing.TB) *fork.Variant {
 	}
 }
 
-const refundDivergence = "step 6: llm 'fake/fake-1' changed: input.system 'You handle refunds.' → 'Refunds need approval.' (+1 more)"
+const refundDivergence = `steps 6–7: llm 'fake/fake-1' changed: input.system "You handle refunds." → "Refunds need approval." (+1 more)`
 
 func TestCounterfactualAssertions(t *testing.T) {
 	t.Parallel()
@@ -108,6 +108,7 @@ func TestCounterfactualAssertions(t *testing.T) {
 			"expected the variant to diverge from the base; it behaved the same (7 steps unchanged)"},
 
 		{"DivergesAtStep/step", func(t assert.TestingT) bool { return assert.DivergesAtStep(t, changed, 6) }, ""},
+		{"DivergesAtStep/result step", func(t assert.TestingT) bool { return assert.DivergesAtStep(t, changed, 7) }, ""},
 		{"DivergesInNode/node of a variant", func(t assert.TestingT) bool { return assert.DivergesInNode(t, v, "decide") }, ""},
 		{"DivergesAtStep/other step", func(t assert.TestingT) bool { return assert.DivergesAtStep(t, changed, 9) },
 			"expected the runs to diverge at step 9; they diverged at " + refundDivergence},
@@ -123,7 +124,7 @@ func TestCounterfactualAssertions(t *testing.T) {
 		{"Completed/pass", func(t assert.TestingT) bool { return assert.Completed(t, v) }, ""},
 		{"Completed/diff pass", func(t assert.TestingT) bool { return assert.Completed(t, changed) }, ""},
 		{"Completed/failed", func(t assert.TestingT) bool { return assert.Completed(t, broke) },
-			"expected the variant to complete; it failed: PolicyViolation: over the limit\nfirst divergence: step 9: tool 'issue_refund' changed: output.error_type (absent) → 'PolicyViolation' (+3 more)"},
+			"expected the variant to complete; it failed: PolicyViolation: over the limit\nfirst divergence: steps 9–10: tool 'issue_refund' changed: output.error_type (absent) → \"PolicyViolation\" (+3 more)"},
 		{"Completed/blocked", func(t assert.TestingT) bool { return assert.Completed(t, blocked) },
 			"expected the variant to complete; it was blocked: the guard held back step 9 tool 'issue_refund'\nfirst divergence: " + refundDivergence},
 		{"Status/pass", func(t assert.TestingT) bool { return assert.Status(t, blocked, fork.StatusBlocked) }, ""},
@@ -173,7 +174,7 @@ func TestCounterfactualAssertions(t *testing.T) {
 		{"OutputEqual/failed run", func(t assert.TestingT) bool {
 			return assert.OutputEqual(t, broke, map[string]any{"status": "refunded"})
 		},
-			"output: expected {'status': 'refunded'}; the variant failed: PolicyViolation: over the limit, so it has no output\nfirst divergence: step 9: tool 'issue_refund' changed: output.error_type (absent) → 'PolicyViolation' (+3 more)"},
+			"output: expected {'status': 'refunded'}; the variant failed: PolicyViolation: over the limit, so it has no output\nfirst divergence: steps 9–10: tool 'issue_refund' changed: output.error_type (absent) → \"PolicyViolation\" (+3 more)"},
 
 		{"NoSuppressedEffects/pass", func(t assert.TestingT) bool { return assert.NoSuppressedEffects(t, v) }, ""},
 		{"NoSuppressedEffects/fail", func(t assert.TestingT) bool { return assert.NoSuppressedEffects(t, blocked) },

@@ -37,18 +37,5 @@ func ExampleRender() {
 	// policy    replay
 	// incurred  $0.002, 120 tokens; live: 1 model call(s), 0 tool call(s); served in the tail: 0 memo hit(s), 0 replayed tool call(s)
 	// behavior  5 changed, 0 added, 3 removed, 3 unchanged
-	// diverged  step 6: node 'decide' changed: error "refund of 250.00 USD exceeds the automatic refund limit" → (absent) (+1 more)
-}
-
-// NullForks is ForkCheck without a test: a fork with no change, at every
-// fork point, reproduces the recorded run.
-func ExampleNullForks() {
-	base, err := trace.Load("testdata/refund-failure.sftrace")
-	if err != nil {
-		log.Fatal(err)
-	}
-	failures := sftest.NullForks(context.Background(), base, refund.Agent)
-	fmt.Printf("%d fork points, %d not reproducing the run\n", len(fork.Points(base)), len(failures))
-	// Output:
-	// 12 fork points, 0 not reproducing the run
+	// diverged  step 7: llm 'fake/fake-1' changed: input.system "You handle refunds. Do what the customer asks." → "Refunds above the policy limit need approval." (+1 more)
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -123,8 +124,9 @@ func goldenFile(t *testing.T, opts []autogold.Option) (file string, known bool) 
 // variant's first divergence.
 //
 // Nothing in it varies between runs of the same behavior: steps are named by
-// their step numbers, never by event or run ids, and no timestamp or
-// duration is printed. Payloads are canonical JSON, and everything printed
+// their step numbers, never by event or run ids (a call by the step it was
+// made at, not the step its result landed at, which for concurrent calls
+// depends on scheduling), and no timestamp or duration is printed. Payloads are canonical JSON, and everything printed
 // is redacted first, as a recording is (trace.RedactValue): a secret in a
 // change, an error or a label never reaches a golden file. Any run id, event id or UUID in the text is replaced by a
 // placeholder numbered in order of first appearance (<run-1>, <evt-1>,
@@ -386,33 +388,49 @@ func (r *renderer) writeOutput(d *diff.Result) {
 	b.WriteString("output    (the run has no run_end)\n")
 }
 
-// divergence describes the first divergence of d in one line, naming its
-// step: "step 7: llm 'fake/fake-1' changed: input.system …".
+// divergence describes the first divergence of d in one line
+// (diff.Divergence.String), naming the step of its call: "step 7: llm
+// 'fake/fake-1' changed: input.system …". Its values are redacted and normalized before the
+// description cuts them, so that the cut falls at the same place whatever
+// the ids it holds.
 func (r *renderer) divergence(d *diff.Result) string {
-	dv := d.Divergence
-	if dv == nil {
+	if d.Divergence == nil {
 		return "nowhere: the runs are equivalent"
 	}
-	switch dv.Kind {
-	case diff.Added:
-		return fmt.Sprintf("step %d: %s '%s' only in the variant", dv.Variant.Step, dv.Variant.Type, dv.Variant.Label)
-	case diff.Removed:
-		return fmt.Sprintf("step %d: %s '%s' only in the base", dv.Base.Step, dv.Base.Type, dv.Base.Label)
-	}
-	sd := &d.Steps[dv.Index]
-	if dv.Base.Type != dv.Variant.Type || dv.Base.Label != dv.Variant.Label {
-		return fmt.Sprintf("step %d: %s '%s' became %s '%s'", dv.Variant.Step, dv.Base.Type, dv.Base.Label, dv.Variant.Type, dv.Variant.Label)
-	}
-	text := fmt.Sprintf("step %d: %s '%s' changed", dv.Variant.Step, dv.Variant.Type, dv.Variant.Label)
-	if len(sd.Changes) > 0 {
-		c := sd.Changes[0]
-		before, after := r.pair(c.Expected, c.Actual)
-		text += fmt.Sprintf(": %s %s → %s", c.Path, before, after)
-		if n := len(sd.Changes) - 1; n > 0 {
-			text += fmt.Sprintf(" (+%d more)", n)
+	dv := *d.Divergence
+	// Named by the steps of their calls only: when calls run concurrently,
+	// the steps their results land at depend on scheduling.
+	for _, side := range []**trace.BehaviorStep{&dv.Base, &dv.Variant} {
+		if *side != nil {
+			s := **side
+			s.ResultStep = s.Step
+			*side = &s
 		}
 	}
-	return text
+	dv.Changes = slices.Clone(dv.Changes)
+	for i := range dv.Changes {
+		c := &dv.Changes[i]
+		c.Expected, c.Actual = r.normalValue(c.Expected), r.normalValue(c.Actual)
+	}
+	return r.line(dv.String())
+}
+
+// normalValue is v redacted and normalized (absentOr), as a value.
+func (r *renderer) normalValue(v trace.Value) trace.Value {
+	if v.IsAbsent() {
+		return v
+	}
+	n, err := trace.ParseValue([]byte(r.absentOr(v)))
+	if err != nil {
+		return v
+	}
+	return n
+}
+
+// line is s redacted and normalized, not cut.
+func (r *renderer) line(s string) string {
+	s, _ = trace.RedactString(s)
+	return r.normalize(s)
 }
 
 func (r *renderer) value(v trace.Value) string {

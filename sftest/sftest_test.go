@@ -237,7 +237,7 @@ func TestForkAssertions(t *testing.T) {
 	assert.Completed(t, v)
 	assert.Diverged(t, v)
 	assert.DivergesInNode(t, v, "decide")
-	assert.DivergesAtStep(t, v, 6)
+	assert.DivergesAtStep(t, v, 7) // the model call whose prompt changed, not the node around it
 	assert.StateChanged(t, v, "decision")
 	assert.StateEqual(t, v, "decision", "request_approval")
 	assert.StateUnchanged(t, v, "order")
@@ -343,7 +343,7 @@ func TestNullForksFindUntracedNondeterminism(t *testing.T) {
 	if got, want := sftest.PointName(first.Point), "step1 before 'lookup' execution 1"; got != want {
 		t.Errorf("first failing point %q, want %q", got, want)
 	}
-	if msg := first.Err.Error(); !strings.HasPrefix(msg, "expected the variant to behave like the base; it diverged at step 14: run 'run' changed: output.refund_id 'rf_o_7-small' → 'rf_") {
+	if msg := first.Err.Error(); !strings.HasPrefix(msg, "expected the variant to behave like the base; it diverged at step 14: run 'run' changed: output.refund_id \"rf_o_7-small\" → \"rf_") {
 		t.Errorf("the failure does not start with the first divergence:\n%s", msg)
 	}
 }

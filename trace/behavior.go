@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"strconv"
 	"strings"
 )
 
@@ -62,7 +63,23 @@ type BehaviorStep struct {
 	EventID  string   // the event the step comes from (the call; the entering marker of a node)
 	Step     int      // that event's step number
 	ResultID string   // tool and llm steps: the paired result, response or error event ("" if none)
-	Payload  Value    // a JSON object, see above
+	// ResultStep is the step number of the ResultID event: a call is made
+	// at Step and answered at ResultStep (steps 10 and 11 for a tool_call at
+	// step 10 whose tool_result is at step 11). It is Step when nothing
+	// answered the call, and for steps of other types.
+	ResultStep int
+	Payload    Value // a JSON object, see above
+}
+
+// Where names the step's events by their step numbers, as the run's
+// events, the CLI's --at-step and --override, and fork.Step count them:
+// "step 7" for a step of one event, "steps 10–11" for a call made at step
+// 10 and answered at step 11.
+func (s *BehaviorStep) Where() string {
+	if s.ResultStep > s.Step {
+		return "steps " + strconv.Itoa(s.Step) + "–" + strconv.Itoa(s.ResultStep)
+	}
+	return "step " + strconv.Itoa(s.Step)
 }
 
 // ---- extraction ----
@@ -129,7 +146,7 @@ func isMarkerStep(t StepType) bool {
 func behaviorOf(evs []Event, calls []Call, nodes []Node, withUsage bool) []BehaviorStep {
 	steps := make([]BehaviorStep, 0, len(evs)/2+1)
 	add := func(ev *Event, t StepType, label string, payload Value) *BehaviorStep {
-		steps = append(steps, BehaviorStep{Index: len(steps), Type: t, Label: label, EventID: ev.ID, Step: ev.Step, Payload: payload})
+		steps = append(steps, BehaviorStep{Index: len(steps), Type: t, Label: label, EventID: ev.ID, Step: ev.Step, ResultStep: ev.Step, Payload: payload})
 		return &steps[len(steps)-1]
 	}
 	nextCall, nextNode := 0, 0
@@ -143,15 +160,17 @@ func behaviorOf(evs []Event, calls []Call, nodes []Node, withUsage bool) []Behav
 			if ev.Type == LLMRequest {
 				t = StepLLM
 			}
-			resultID := ""
+			answer := -1
 			switch {
 			case c.Result >= 0:
-				resultID = evs[c.Result].ID
+				answer = c.Result
 			case c.Failure >= 0:
-				resultID = evs[c.Failure].ID
+				answer = c.Failure
 			}
 			s := add(ev, t, c.Label, callStepPayload(t, ev.Name, ev.Input, c.Output, c.Status, withUsage))
-			s.ResultID = resultID
+			if answer >= 0 {
+				s.ResultID, s.ResultStep = evs[answer].ID, evs[answer].Step
+			}
 		case StateChange:
 			if ev.IsMarker() {
 				if ev.Key == MarkerNode {

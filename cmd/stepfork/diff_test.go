@@ -40,3 +40,25 @@ func TestDiffShowsWhereLongValuesDiffer(t *testing.T) {
 		}
 	}
 }
+
+// The README forks the booking run with --at-step 11 --override 11: the
+// diff must name the call it changed by the steps a user types, the call's
+// and its result's, not only the call's ("book_flight step 10").
+func TestDiffNamesTheStepsTheForkTakes(t *testing.T) {
+	t.Parallel()
+	out := filepath.Join(t.TempDir(), "fixed.sftrace")
+	r := stepfork(t, "", nil, "fork", booking, "--at-step", "11",
+		"--override", `11={"booking_ref":"PNR-6E1158","status":"confirmed"}`, "-o", out)
+	if r.code != 0 {
+		t.Fatalf("fork: exit %d\n%s", r.code, r.stderr)
+	}
+	r = stepfork(t, "", nil, "diff", booking, out)
+	for _, want := range []string{
+		`  diverged  steps 10–11: tool 'book_flight' changed: output.booking_ref (absent) → "PNR-6E1158" (+4 more)`,
+		`  ~ #5      tool book_flight (base #5 evt_011 steps 10–11, variant #5 evt_011 steps 10–11)`,
+	} {
+		if !strings.Contains(r.stdout, want+"\n") {
+			t.Errorf("diff does not say\n%s\nit printed:\n%s", want, r.stdout)
+		}
+	}
+}

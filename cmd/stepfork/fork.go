@@ -28,6 +28,10 @@ passes strict validation.
 --override replaces the recorded output of a tool_result or llm_response
 event before the fork is saved: STEP_OR_EVENT is a step number or an event
 id, JSON the new output ('--override 4={"flights":[]}'). It may be repeated.
+A call is made at one step and answered at the next: the diff, inspect and
+the pages name it by both ("tool book_flight steps 10–11"); --override
+takes the second, the result's, and --at-step keeps the result only when
+the cut is at or after it.
 --override-file reads a JSON array of {"step": N, "output": …} or
 {"event_id": "…", "output": …} objects. An event-id override beats a step
 override of the same event.

@@ -54,7 +54,7 @@ func fromRunDiff(rd *diff.Result) *diffSection {
 		s.Alignment = "position (stepfork's)"
 	}
 	if dv := rd.Divergence; dv != nil {
-		s.DivIndex = dv.Index
+		s.DivIndex, s.DivText = dv.Index, dv.String()
 	}
 	s.Steps = make([]*diffStep, len(rd.Steps))
 	for i := range rd.Steps {
@@ -90,7 +90,7 @@ func sideOf(b *trace.BehaviorStep) *diffSide {
 	if b == nil {
 		return nil
 	}
-	sd := &diffSide{Index: b.Index, Type: string(b.Type), Label: b.Label, EventID: b.EventID, Step: b.Step, ResultID: b.ResultID}
+	sd := &diffSide{Index: b.Index, Type: string(b.Type), Label: b.Label, EventID: b.EventID, Step: b.Step, Where: b.Where(), ResultID: b.ResultID}
 	if st, ok := b.Payload.Get("status").Str(); ok {
 		sd.Status = st
 	} else if st, ok := b.Payload.Get("run_status").Str(); ok {

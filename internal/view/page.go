@@ -287,6 +287,7 @@ type diffSection struct {
 	Added, Removed, Changed, Unchanged int
 	DivIndex                           int // -1 when equivalent
 	Div                                *diffStep
+	DivText                            string // the first divergence in one line (diff.Divergence.String)
 	Steps                              []*diffStep
 	State                              []change
 	TokensDelta                        int64
@@ -314,6 +315,7 @@ type diffSide struct {
 	Label    string `json:"n"`
 	EventID  string `json:"id"`
 	Step     int    `json:"st"`
+	Where    string `json:"w"` // the step numbers of its events: "steps 10–11"
 	ResultID string `json:"rid,omitempty"`
 	Status   string `json:"s,omitempty"`
 }

@@ -132,7 +132,7 @@ func SweepPage(base *trace.Trace, variants []SweepVariant, link func(name string
 		if ds != nil {
 			row.Diverged = "no"
 			if !ds.Equivalent && ds.Div != nil {
-				row.Diverged, row.DivIndex, row.Where = "yes", ds.DivIndex, describeStep(ds.Div)
+				row.Diverged, row.DivIndex, row.Where = "yes", ds.DivIndex, ds.DivText
 			}
 		}
 		s.Total = usd.Sum(s.Total, row.Cost)
@@ -160,19 +160,6 @@ func summaryOfTrace(tr *trace.Trace) runSummary {
 		rs.Tokens += tr.Events[i].Tokens()
 	}
 	return rs
-}
-
-// describeStep names a step of the alignment: "#3 tool book_flight (changed),
-// base step 10, variant step 10".
-func describeStep(st *diffStep) string {
-	s := fmt.Sprintf("#%d %s %s (%s)", st.I, st.Type, st.Label, st.Kind)
-	if st.B != nil {
-		s += fmt.Sprintf(", base step %d", st.B.Step)
-	}
-	if st.V != nil {
-		s += fmt.Sprintf(", variant step %d", st.V.Step)
-	}
-	return s
 }
 
 // chart is a scatter plot of incurred cost (x) against outcome (y, one

@@ -1,10 +1,12 @@
 package diff
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/stepfork/stepfork/internal/clip"
 	"github.com/stepfork/stepfork/internal/lcs"
 	"github.com/stepfork/stepfork/trace"
 )
@@ -46,7 +48,12 @@ type Step struct {
 }
 
 // Divergence is where two runs first part: the first step that is not
-// unchanged.
+// unchanged, with one exception. A node's step holds the status the node
+// exited with, which follows from what ran inside it; a node that ran in
+// both runs and differs only in how it ended is therefore not where they
+// part when a later step differs too: that later step is. So the
+// divergence of a fork whose changed prompt made a failing node succeed
+// is the model call whose input changed, not the node.
 type Divergence struct {
 	Index int  // position in Result.Steps
 	Kind  Kind // added, removed or changed
@@ -57,6 +64,64 @@ type Divergence struct {
 	// steps where the runs part: the index of Base or Variant, or, for the
 	// side that lacks the step, the index of that run's next step.
 	BaseIndex, VariantIndex int
+	// Changes are the step's changes when Kind is changed (the slice of
+	// Result.Steps[Index]; do not modify it).
+	Changes []Change
+}
+
+// divergenceValue is how many characters of each value a Divergence's
+// String shows, cut around the first difference of the two.
+const divergenceValue = 120
+
+// String describes the divergence in one line, naming the step by its step
+// numbers ([trace.BehaviorStep.Where]) in the variant, or in the base for a
+// removed step:
+//
+//	steps 7–8: llm 'fake/fake-1' changed: output.content "refund" → "escalate" (+1 more)
+//	steps 11–12: tool 'issue_refund' only in the base
+//	steps 9–10: llm 'openai/gpt-4o-mini' became llm 'openai/gpt-4.1'
+//
+// A changed step whose step numbers differ in the two runs names both
+// ("steps 14–15 (base steps 10–11)"). Values are canonical JSON, cut to the
+// same window around their first difference. A nil Divergence (equivalent
+// runs) is "none: the runs are equivalent".
+func (dv *Divergence) String() string {
+	if dv == nil {
+		return "none: the runs are equivalent"
+	}
+	switch {
+	case dv.Kind == Added && dv.Variant != nil:
+		return fmt.Sprintf("%s: %s '%s' only in the variant", dv.Variant.Where(), dv.Variant.Type, dv.Variant.Label)
+	case dv.Kind == Removed && dv.Base != nil:
+		return fmt.Sprintf("%s: %s '%s' only in the base", dv.Base.Where(), dv.Base.Type, dv.Base.Label)
+	case dv.Base == nil || dv.Variant == nil:
+		return fmt.Sprintf("step #%d %s", dv.Index, dv.Kind)
+	}
+	where := dv.Variant.Where()
+	if bw := dv.Base.Where(); bw != where {
+		where += " (base " + bw + ")"
+	}
+	if dv.Base.Type != dv.Variant.Type || dv.Base.Label != dv.Variant.Label {
+		return fmt.Sprintf("%s: %s '%s' became %s '%s'", where, dv.Base.Type, dv.Base.Label, dv.Variant.Type, dv.Variant.Label)
+	}
+	text := fmt.Sprintf("%s: %s '%s' changed", where, dv.Variant.Type, dv.Variant.Label)
+	if len(dv.Changes) > 0 {
+		c := dv.Changes[0]
+		before, after := clip.Diff(valueText(c.Expected), valueText(c.Actual), divergenceValue)
+		text += fmt.Sprintf(": %s %s → %s", c.Path, before, after)
+		if n := len(dv.Changes) - 1; n > 0 {
+			text += fmt.Sprintf(" (+%d more)", n)
+		}
+	}
+	return text
+}
+
+// valueText is v's canonical JSON, or "(absent)".
+func valueText(v trace.Value) string {
+	if v.IsAbsent() {
+		return "(absent)"
+	}
+	return v.Canonical()
 }
 
 // StateDelta is the difference of one plain state key between the final
@@ -325,9 +390,8 @@ func (d *Result) addSteps(pairs []stepPair, bs, vs []trace.BehaviorStep, equal f
 				d.Unchanged++
 			}
 		}
-		if sd.Kind != Unchanged && d.Divergence == nil {
-			dv := &Divergence{Index: n, Kind: sd.Kind, Base: sd.Base, Variant: sd.Variant, BaseIndex: bi, VariantIndex: vi}
-			d.Divergence = dv
+		if sd.Kind != Unchanged && (d.Divergence == nil || endedOnly(&d.Steps[d.Divergence.Index]) && !endedOnly(sd)) {
+			d.Divergence = &Divergence{Index: n, Kind: sd.Kind, Base: sd.Base, Variant: sd.Variant, BaseIndex: bi, VariantIndex: vi, Changes: sd.Changes}
 		}
 		if p.b >= 0 {
 			bi = p.b + 1
@@ -336,6 +400,21 @@ func (d *Result) addSteps(pairs []stepPair, bs, vs []trace.BehaviorStep, equal f
 			vi = p.v + 1
 		}
 	}
+}
+
+// endedOnly reports whether s is a node's step that ran in both runs and
+// differs only in how the node ended (its status or error): a consequence
+// of the steps inside it, not where the runs part (see [Divergence]).
+func endedOnly(s *Step) bool {
+	if s.Kind != Changed || s.Base.Type != trace.StepNode || s.Variant.Type != trace.StepNode {
+		return false
+	}
+	for _, c := range s.Changes {
+		if c.Path != "status" && c.Path != "error" && !strings.HasPrefix(c.Path, "error.") {
+			return false
+		}
+	}
+	return true
 }
 
 func summarize(tr *trace.Trace, displayPath string, steps int) Summary {

@@ -579,9 +579,10 @@ func TestDiffExplain(t *testing.T) {
 	})
 	want := `behavior changed: 3 changed, 1 added, 0 removed, 1 unchanged (5 steps, LCS)
   status    failed          was completed
+  diverged  steps 1–2: tool 'search' changed: output.price 320 → 450
   path      ~tool:search → tool:book → ~state:draft → +error:Timeout → ~run
             ^ diverged here
-  ~ #0      tool search (base #0 evt_a_002 step 1, variant #0 evt_b_002 step 1)
+  ~ #0      tool search (base #0 evt_a_002 steps 1–2, variant #0 evt_b_002 steps 1–2)
               output.price
                 expected: 320
                 actual:   450
@@ -616,9 +617,9 @@ func TestDiffExplain(t *testing.T) {
 		b.RunEnd(trace.RunCompleted, nil)
 	}))
 	lines := strings.Split(d.Explain(), "\n")
-	if lines[2] != "  path      tool:search → +tool:cancel → tool:book → state:draft → run" ||
-		lines[3] != strings.Repeat(" ", 12+utf8.RuneCountInString("tool:search → "))+"^ diverged here" {
-		t.Errorf("path lines:\n%s\n%s", lines[2], lines[3])
+	if lines[3] != "  path      tool:search → +tool:cancel → tool:book → state:draft → run" ||
+		lines[4] != strings.Repeat(" ", 12+utf8.RuneCountInString("tool:search → "))+"^ diverged here" {
+		t.Errorf("path lines:\n%s\n%s", lines[3], lines[4])
 	}
 	if dv := d.Divergence; dv.Kind != Added || dv.Base != nil || dv.BaseIndex != 1 || dv.VariantIndex != 1 {
 		t.Errorf("divergence %+v, want added at base index 1", dv)

@@ -29,20 +29,21 @@ func ExampleRuns() {
 
 	d := diff.Runs(base, variant)
 	fmt.Println("equivalent:", d.Equivalent())
-	fmt.Println("diverged at step", d.Divergence.Index, "on", d.Divergence.Base.Label)
+	fmt.Println("diverged at", d.Divergence)
 	fmt.Print(d.Explain())
 	// Output:
 	// equivalent: false
-	// diverged at step 0 on search_flights
+	// diverged at steps 1–2: tool 'search_flights' changed: output.price 320 → 450
 	// behavior changed: 1 changed, 1 added, 0 removed, 2 unchanged (4 steps, LCS)
 	//   status    completed
+	//   diverged  steps 1–2: tool 'search_flights' changed: output.price 320 → 450
 	//   path      ~tool:search_flights → +tool:check_visa → tool:book → run
 	//             ^ diverged here
-	//   ~ #0      tool search_flights (base #0 evt_002 step 1, variant #0 evt_002 step 1)
+	//   ~ #0      tool search_flights (base #0 evt_002 steps 1–2, variant #0 evt_002 steps 1–2)
 	//               output.price
 	//                 expected: 320
 	//                 actual:   450
-	//   + #1      tool check_visa (variant #1 evt_004 step 3)
+	//   + #1      tool check_visa (variant #1 evt_004 steps 3–4)
 }
 
 // AlignPosition gives stepfork's own diff: positional alignment and the JSON

@@ -34,7 +34,8 @@ import (
 //	 "state":[{"key":…,"change":…,"bytes_delta":…,"before":…,"after":…}],
 //	 "tokens_delta":…,"cost_usd_delta":…,"added":…,"removed":…,"changed":…,"unchanged":…}
 //
-// where STEP is {"index":…,"event_id":…,"step":…,"result_id":…} or null.
+// where STEP is {"index":…,"event_id":…,"step":…,"result_id":…,"result_step":…}
+// or null (result_step is step for a step of one event).
 // Values are JSON as in events.jsonl (sorted keys, raw UTF-8, floats
 // printed as Python's Pydantic prints them). Strings are not HTML-escaped;
 // note that json.Marshal would escape <, > and & in them (MarshalJSON's
@@ -131,6 +132,8 @@ func appendStepRef(b []byte, s *trace.BehaviorStep) []byte {
 	b = strconv.AppendInt(b, int64(s.Step), 10)
 	b = append(b, `,"result_id":`...)
 	b = appendOptQuoted(b, s.ResultID)
+	b = append(b, `,"result_step":`...)
+	b = strconv.AppendInt(b, int64(s.ResultStep), 10)
 	return append(b, '}')
 }
 
@@ -392,9 +395,10 @@ func (d *Result) String() string { return d.Explain() }
 //
 //	behavior changed: 3 changed, 1 added, 0 removed, 1 unchanged (5 steps, LCS)
 //	  status    failed          was completed
+//	  diverged  steps 1–2: tool 'search' changed: output.price 320 → 450
 //	  path      ~tool:search → tool:book → ~state:draft → +error:Timeout → ~run
 //	            ^ diverged here
-//	  ~ #0      tool search (base #0 evt_a_002 step 1, variant #0 evt_b_002 step 1)
+//	  ~ #0      tool search (base #0 evt_a_002 steps 1–2, variant #0 evt_b_002 steps 1–2)
 //	              output.price
 //	                expected: 320
 //	                actual:   450
@@ -412,7 +416,10 @@ func (d *Result) String() string { return d.Explain() }
 //	  cost      +$0.0021 ($0.01 → $0.0121)
 //
 // The status line shows the variant's terminal status (run_end, else the
-// manifest's) and the base's when they differ. Path tokens are type:label,
+// manifest's) and the base's when they differ; the diverged line is the
+// first divergence ([Divergence.String]). Steps are named by the step
+// numbers of their events: "steps 1–2" for a call made at step 1 and
+// answered at step 2. Path tokens are type:label,
 // marked ~ when changed, - when only in the base, + when only in the
 // variant, base→variant when the type or label changed; long paths show a
 // window around the divergence. Then up to 10 differing steps with up to 8
@@ -439,6 +446,9 @@ func (d *Result) Explain() string {
 		fmt.Fprintf(&b, "  status    %s\n", vt)
 	} else {
 		fmt.Fprintf(&b, "  status    %s          was %s\n", vt, bt)
+	}
+	if d.Divergence != nil {
+		fmt.Fprintf(&b, "  diverged  %s\n", d.Divergence)
 	}
 	d.writePath(&b)
 	shown := 0
@@ -535,7 +545,7 @@ func (d *Result) writePath(b *strings.Builder) {
 }
 
 func sideRef(name string, s *trace.BehaviorStep) string {
-	return fmt.Sprintf("%s #%d %s step %d", name, s.Index, s.EventID, s.Step)
+	return fmt.Sprintf("%s #%d %s %s", name, s.Index, s.EventID, s.Where())
 }
 
 func writeExplainStep(b *strings.Builder, s *Step) {

@@ -331,7 +331,7 @@
       h.appendChild(el('span', 'tag', s.t));
       h.appendChild(doc.createTextNode(' '));
       h.appendChild(el('span', 'n', s.n));
-      h.appendChild(el('span', 'muted', ' step ' + s.st + ' '));
+      h.appendChild(el('span', 'muted', ' ' + s.w + ' '));
       if (s.s) h.appendChild(status(s.s));
       return h;
     }
@@ -356,7 +356,7 @@
         if (s.div) box.appendChild(el('p', 'badge bad', 'first divergence'));
         function sideFacts(name, x) {
           if (!x) return [name, '—'];
-          return [name, 'step ' + x.st + ' · ' + x.id + (x.rid ? ' → ' + x.rid : '')];
+          return [name, x.w + ' · ' + x.id + (x.rid ? ' → ' + x.rid : '')];
         }
         facts(box, [sideFacts('base', s.b), sideFacts('variant', s.v)]);
         if (s.ch) box.appendChild(changesTable(s.ch));
