@@ -119,7 +119,7 @@ func (t *Trace) StepforkBehavior() []BehaviorStep {
 				break
 			}
 			out = append(out, BehaviorStep{Index: len(out), Type: StepState, Label: ev.Key,
-				EventID: ev.ID, Step: ev.Step, Payload: object2("after", sanitize(ev.After), "before", sanitize(ev.Before))})
+				EventID: ev.ID, Step: ev.Step, ResultStep: ev.Step, Payload: object2("after", sanitize(ev.After), "before", sanitize(ev.Before))})
 			continue
 		case ToolCall, LLMRequest, ErrorEvent, RunEnd:
 		default:
