@@ -90,7 +90,10 @@ type Usage struct {
 // event under the request. resp.Usage fills the response's token and cost
 // fields. On replay the recorded response is decoded and returned without
 // calling (ModeFrozen), or call runs (ModeLive, and ModeHybrid for the models
-// named with [Hybrid]). With no session in the context it is call(ctx, req).
+// named with [Hybrid]). As with [Tool], a live response reaches the agent
+// as the recording keeps it (Extra's values as JSON decodes them, tool-call
+// arguments compacted), the same Go values a replay serves. With no
+// session in the context it is call(ctx, req).
 func LLM(ctx context.Context, req Request, call func(context.Context, Request) (Response, error)) (Response, error) {
 	sc := fromContext(ctx)
 	if sc == nil {
@@ -118,8 +121,10 @@ func LLM(ctx context.Context, req Request, call func(context.Context, Request) (
 			return trace.Value{}, err
 		}
 		ReportUsage(ctx, resp.Usage)
-		live = resp
 		v, err := valueOf(resp)
+		if err == nil {
+			live, err = asRecorded(resp, v)
+		}
 		if err != nil {
 			return trace.Value{}, fmt.Errorf("replay: model call '%s': the response cannot be recorded: %w", ic.label(), err)
 		}

@@ -199,8 +199,9 @@ func Decide[T any](ctx context.Context, name string, computed T) T {
 // Approve asks a human (or any approver) for a decision: ask runs while
 // recording and its answer is recorded as a @decision marker of kind
 // approval; on replay the recorded answer (or failure, as a *RecordedError) is
-// served without asking; a fork may answer in ask's place. With no session
-// in the context it is ask(ctx).
+// served without asking; a fork may answer in ask's place. As with [Tool],
+// the answer reaches the agent as the recording keeps it, live or served.
+// With no session in the context it is ask(ctx).
 func Approve[T any](ctx context.Context, name string, ask func(context.Context) (T, error)) (T, error) {
 	sc := fromContext(ctx)
 	if sc == nil {
@@ -213,7 +214,9 @@ func Approve[T any](ctx context.Context, name string, ask func(context.Context) 
 // replay the recorded result is returned without running fn (Temporal's
 // SideEffect). Use it for any nondeterminism that is not a tool: random
 // numbers, environment reads, a file's modification time. A recorded error
-// comes back as a *RecordedError. With no session in the context it is fn().
+// comes back as a *RecordedError. As with [Tool], fn's result reaches the
+// agent as the recording keeps it, live or served. With no session in the
+// context it is fn().
 func SideEffect[T any](ctx context.Context, name string, fn func() (T, error)) (T, error) {
 	sc := fromContext(ctx)
 	if sc == nil {
@@ -230,8 +233,11 @@ func effect[T any](ctx context.Context, sc *scope, kind CallKind, name string, f
 		if err != nil {
 			return trace.Value{}, err
 		}
-		liveVal = v
-		return valueOf(v)
+		rec, err := valueOf(v)
+		if err == nil {
+			liveVal, err = asRecorded(v, rec)
+		}
+		return rec, err
 	})
 	if m.err != nil {
 		return zero, m.err
@@ -244,9 +250,10 @@ func effect[T any](ctx context.Context, sc *scope, kind CallKind, name string, f
 
 // Param returns the value of a knob the agent reads (a limit, a threshold, a
 // prompt variant) and records it as a @param marker. While recording it is
-// def; on replay the recorded value is served (a recording without it is a
-// divergence, and def is used); a fork may set another value. With no
-// session in the context it returns def.
+// def, as the recording keeps it (see [Tool]); on replay the recorded value
+// is served (a recording without it is a divergence, and def is used); a
+// fork may set another value. With no session in the context it returns
+// def.
 func Param[T any](ctx context.Context, name string, def T) T {
 	sc := fromContext(ctx)
 	if sc == nil {
@@ -259,6 +266,9 @@ func Param[T any](ctx context.Context, name string, def T) T {
 	}
 	m := sc.s.marker(sc, KindParam, name, dv, nil)
 	if !m.served {
+		if v, err := asRecorded(def, dv); err == nil {
+			return v // as a replay serves it
+		}
 		return def
 	}
 	var out T

@@ -18,6 +18,20 @@ import (
 // returned without calling fn (ModeFrozen), or fn runs (ModeLive, when the
 // tool is allowed), after the call was matched with the recording. A recorded
 // failure comes back as a *RecordedError.
+//
+// The agent sees the same Go values whether a call ran or was served: with
+// a session, what fn returns reaches the agent as the recording keeps it,
+// its JSON decoded into Out, exactly as a replay serves it. So a []string
+// that fn puts in a map[string]any comes back as a []any live too, a
+// time.Time without its monotonic reading, a json.RawMessage compacted,
+// and a field that JSON leaves out as its zero value. (An Out whose values
+// survive JSON unchanged, such as a struct of exported strings, numbers and
+// slices of them, is handed back as fn returned it, without decoding.) An
+// output whose JSON does not decode into Out (an interface field other
+// than any, say) is an error matching ErrNotRecordable, recorded as the
+// call's failure: a replay could not serve it. Redaction is the exception:
+// a live call's result reaches the agent unredacted, while the recording,
+// and so what a replay serves, holds "[REDACTED]" in place of a secret.
 func Tool[In, Out any](name string, fn func(context.Context, In) (Out, error)) func(context.Context, In) (Out, error) {
 	return func(ctx context.Context, in In) (Out, error) {
 		sc := fromContext(ctx)
@@ -52,8 +66,10 @@ func callTool[In, Out any](ctx context.Context, sc *scope, name string, fn func(
 		if err != nil {
 			return trace.Value{}, err
 		}
-		live = o
 		v, err := valueOf(o)
+		if err == nil {
+			live, err = asRecorded(o, v)
+		}
 		if err != nil {
 			return trace.Value{}, fmt.Errorf("replay: tool '%s': the output cannot be recorded: %w", name, err)
 		}

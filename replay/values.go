@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/stepfork/stepfork/internal/clip"
@@ -171,4 +172,100 @@ func descriptor(kind CallKind, name, provider, model string) string {
 		return fmt.Sprintf("llm provider=%s model='%s' model_fingerprint=%s", pyStr(provider), model, modelFingerprint(provider, model))
 	}
 	return fmt.Sprintf("%s name='%s'", kind, name)
+}
+
+// asRecorded is what the agent gets back from a live call whose result v
+// was recorded as rec (before redaction): rec decoded into T, as a replay
+// serves it, so that the agent sees the same Go values whether the call ran
+// or was served (a []string in a map[string]any comes back as []any, a
+// time.Time without its monotonic reading, a json.RawMessage compacted). A
+// type whose values survive encoding unchanged (roundTrips) is spared the
+// decoding, unless a string held invalid UTF-8, which encoding replaced by
+// U+FFFD. An error says the recording could not be served back as a T.
+func asRecorded[T any](v T, rec trace.Value) (T, error) {
+	if roundTrips(reflect.TypeFor[T]()) && !strings.Contains(rec.Canonical(), "\uFFFD") {
+		return v, nil
+	}
+	var out T
+	if rec.IsNull() {
+		return out, nil // as decodeServed serves null
+	}
+	if p, ok := any(&out).(*trace.Value); ok {
+		*p = rec
+		return out, nil
+	}
+	if err := rec.Decode(&out); err != nil {
+		return out, fmt.Errorf("%w: %s, recorded as %s, does not decode back into %T, so a replay could not serve it: %w",
+			ErrNotRecordable, reflect.TypeFor[T](), preview(rec), out, err)
+	}
+	return out, nil
+}
+
+var roundTripTypes sync.Map // reflect.Type → bool
+
+// roundTrips reports whether every value of t that can be recorded decodes
+// from its recording into an equal value of t (strings aside, whose
+// invalid UTF-8 encoding replaces): booleans, numbers and strings, and
+// pointers, slices, arrays, maps (with string or integer keys) and structs
+// of such types, where every struct field is exported, not embedded, not
+// left out with a "-" tag and has a name of its own, and no type at any
+// level has a JSON or text (un)marshaler. An interface is never one (a
+// recorded []string comes back as []any).
+func roundTrips(t reflect.Type) bool {
+	if v, ok := roundTripTypes.Load(t); ok {
+		return v.(bool)
+	}
+	ok := roundTripsUncached(t, map[reflect.Type]bool{})
+	roundTripTypes.Store(t, ok)
+	return ok
+}
+
+func roundTripsUncached(t reflect.Type, seen map[reflect.Type]bool) bool {
+	if seen[t] {
+		return true // a recursive type: decided where it started
+	}
+	seen[t] = true
+	for _, m := range []reflect.Type{jsonMarshaler, jsonUnmarshaler, textMarshaler, textUnmarshaler} {
+		if t.Implements(m) || reflect.PointerTo(t).Implements(m) {
+			return false
+		}
+	}
+	switch t.Kind() {
+	case reflect.Bool, reflect.String,
+		reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
+		reflect.Float32, reflect.Float64:
+		return true
+	case reflect.Pointer, reflect.Slice, reflect.Array:
+		return roundTripsUncached(t.Elem(), seen)
+	case reflect.Map:
+		switch t.Key().Kind() {
+		case reflect.String, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		default:
+			return false
+		}
+		return roundTripsUncached(t.Key(), seen) && roundTripsUncached(t.Elem(), seen)
+	case reflect.Struct:
+		names := make(map[string]bool, t.NumField())
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if !f.IsExported() || f.Anonymous {
+				return false
+			}
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if name == "-" {
+				return false
+			}
+			if name == "" {
+				name = f.Name
+			}
+			if names[strings.ToLower(name)] || !roundTripsUncached(f.Type, seen) {
+				return false
+			}
+			names[strings.ToLower(name)] = true
+		}
+		return true
+	}
+	return false
 }
