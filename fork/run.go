@@ -62,6 +62,7 @@ type config struct {
 	reviewer     func(ctx context.Context, approval string) (any, error)
 	score        func(run *trace.Trace, output trace.Value) float64
 	runID        string // RunID; "" draws one
+	strict       bool   // StrictContext
 }
 
 // RunID names the variant before it runs: id is its run id, known to a
@@ -148,6 +149,12 @@ func eachConfig(opts []EachOption) config {
 // [MemoHit]s, never incurred cost. A fork with no changes and Memoize makes
 // no live model call at all. Off by default: the tail runs live.
 func Memoize() Option { return optionFunc(func(c *config) { c.memoize = true }) }
+
+// StrictContext runs each variant under [replay.StrictContext]: a wrapper
+// called, on a goroutine of the variant's run, with a context that carries
+// no session fails with a [*replay.ContextError], and Run (or the entry of
+// Each) returns it with the variant, whose trace misses that call.
+func StrictContext() Option { return optionFunc(func(c *config) { c.strict = true }) }
 
 // Logger sends structured events to l: "fork started", "change applied",
 // "memo hit", "effect suppressed", "variant finished" (and, for sweeps,
@@ -374,6 +381,9 @@ func (p *forkPlan) run(ctx context.Context, agent replay.Agent, cfg *config, sav
 		if cfg.runID != "" {
 			opts = append(opts, replay.RunID(cfg.runID))
 		}
+		if cfg.strict {
+			opts = append(opts, replay.StrictContext())
+		}
 		res, replayErr = prep.Replay(ctx, agent, opts...)
 	}()
 	if err != nil {
@@ -425,6 +435,9 @@ func (p *forkPlan) run(ctx context.Context, agent replay.Agent, cfg *config, sav
 	v.Diff = p.ix.diffVariant(v.Trace)
 
 	var errs []error
+	if ce := (*replay.ContextError)(nil); errors.As(replayErr, &ce) {
+		errs = append(errs, fmt.Errorf("fork: the variant's trace misses a call: %w", ce))
+	}
 	if cfg.save {
 		if serr := v.Trace.Save(savePath, cfg.saveOpts...); serr != nil {
 			errs = append(errs, fmt.Errorf("fork: the variant was not saved: %w", serr))

@@ -4,7 +4,13 @@
 //
 // Agent code stays ordinary Go. It reaches tools, models and state through
 // wrappers that take the context it was given; with no session in the
-// context every wrapper is a plain pass-through.
+// context every wrapper is a plain pass-through. So a wrapper called with a
+// context that does not come from the run's (context.Background() inside a
+// tool, a goroutine started with a fresh context) runs live and is not
+// recorded: while a run is recorded or replayed in the process, each such
+// wrapper is reported once as a warning through log/slog's default logger,
+// and [StrictContext] makes the calls on the run's goroutines an error
+// ([ErrNoSession]).
 //
 //	search := replay.Tool("search_flights", searchFlights)
 //

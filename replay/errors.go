@@ -35,6 +35,11 @@ var (
 	// ErrNotRecordable is matched when a value handed to a wrapper cannot be
 	// recorded as JSON (NaN, a channel, a cycle…).
 	ErrNotRecordable = errors.New("value cannot be recorded as JSON")
+
+	// ErrNoSession is matched by *ContextError: under [StrictContext], a
+	// wrapper was called, on a goroutine of the run, with a context that
+	// carries no session.
+	ErrNoSession = errors.New("wrapper called without the session")
 )
 
 // MismatchError is a divergence: the agent made a call that differs from the

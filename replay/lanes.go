@@ -29,6 +29,7 @@ func stackGoid() uint64 {
 // for the goroutine that opened the scope (or when either is unknown), n
 // for the n-th other goroutine that called in it ([trace.Call.Lane]).
 func (s *session) laneLocked(sc *scope, gid uint64) int {
+	s.ownLocked(gid)
 	if gid == 0 || sc.gid == 0 || gid == sc.gid {
 		return 0
 	}

@@ -97,6 +97,11 @@ type Usage struct {
 func LLM(ctx context.Context, req Request, call func(context.Context, Request) (Response, error)) (Response, error) {
 	sc := fromContext(ctx)
 	if sc == nil {
+		if activeSessions.Load() != 0 {
+			if err := sessionless("LLM", "model call", trace.LLMLabel(req.Provider, req.Model)); err != nil {
+				return Response{}, err
+			}
+		}
 		return call(ctx, req)
 	}
 	if req.Model == "" {
@@ -151,6 +156,11 @@ func LLM(ctx context.Context, req Request, call func(context.Context, Request) (
 func LLMRaw(ctx context.Context, provider, model string, body trace.Value, call func(context.Context, trace.Value) (trace.Value, error)) (trace.Value, error) {
 	sc := fromContext(ctx)
 	if sc == nil {
+		if activeSessions.Load() != 0 {
+			if err := sessionless("LLMRaw", "model call", trace.LLMLabel(provider, model)); err != nil {
+				return trace.Value{}, err
+			}
+		}
 		return call(ctx, body)
 	}
 	if model == "" {

@@ -22,6 +22,11 @@ import (
 func Node(ctx context.Context, name string, fn func(context.Context) error) error {
 	sc := fromContext(ctx)
 	if sc == nil {
+		if activeSessions.Load() != 0 {
+			if err := sessionless("Node", "node", name); err != nil {
+				return err
+			}
+		}
 		return fn(ctx)
 	}
 	if name == "" {
@@ -72,6 +77,9 @@ func Node(ctx context.Context, name string, fn func(context.Context) error) erro
 func Set(ctx context.Context, key string, value any) error {
 	sc := fromContext(ctx)
 	if sc == nil {
+		if activeSessions.Load() != 0 {
+			return sessionless("Set", "state write", key)
+		}
 		return nil
 	}
 	if key == "" || strings.HasPrefix(key, "@") {
@@ -135,6 +143,9 @@ var redactedValue = trace.StringValue(trace.Redacted)
 // with no session in the context, it returns current and records nothing.
 func Read[T any](ctx context.Context, key string, current T) T {
 	sc := fromContext(ctx)
+	if sc == nil && activeSessions.Load() != 0 {
+		_ = sessionless("Read", "state read", key) // kept by a strict run
+	}
 	if sc == nil || sc.s.plan == nil || sc.s.cfg.director == nil {
 		return current
 	}
@@ -177,6 +188,9 @@ func Read[T any](ctx context.Context, key string, current T) T {
 func Decide[T any](ctx context.Context, name string, computed T) T {
 	sc := fromContext(ctx)
 	if sc == nil {
+		if activeSessions.Load() != 0 {
+			_ = sessionless("Decide", "decision", name) // kept by a strict run
+		}
 		return computed
 	}
 	cv, err := valueOf(computed)
@@ -205,6 +219,12 @@ func Decide[T any](ctx context.Context, name string, computed T) T {
 func Approve[T any](ctx context.Context, name string, ask func(context.Context) (T, error)) (T, error) {
 	sc := fromContext(ctx)
 	if sc == nil {
+		if activeSessions.Load() != 0 {
+			if err := sessionless("Approve", "approval", name); err != nil {
+				var zero T
+				return zero, err
+			}
+		}
 		return ask(ctx)
 	}
 	return effect(ctx, sc, KindApproval, name, func(ctx context.Context) (T, error) { return ask(ctx) })
@@ -220,6 +240,12 @@ func Approve[T any](ctx context.Context, name string, ask func(context.Context) 
 func SideEffect[T any](ctx context.Context, name string, fn func() (T, error)) (T, error) {
 	sc := fromContext(ctx)
 	if sc == nil {
+		if activeSessions.Load() != 0 {
+			if err := sessionless("SideEffect", "side effect", name); err != nil {
+				var zero T
+				return zero, err
+			}
+		}
 		return fn()
 	}
 	return effect(ctx, sc, KindEffect, name, func(context.Context) (T, error) { return fn() })
@@ -257,6 +283,9 @@ func effect[T any](ctx context.Context, sc *scope, kind CallKind, name string, f
 func Param[T any](ctx context.Context, name string, def T) T {
 	sc := fromContext(ctx)
 	if sc == nil {
+		if activeSessions.Load() != 0 {
+			_ = sessionless("Param", "parameter", name) // kept by a strict run
+		}
 		return def
 	}
 	dv, err := valueOf(def)
@@ -286,6 +315,9 @@ func Param[T any](ctx context.Context, name string, def T) T {
 func Now(ctx context.Context) time.Time {
 	sc := fromContext(ctx)
 	if sc == nil {
+		if activeSessions.Load() != 0 {
+			_ = sessionless("Now", "", "") // kept by a strict run
+		}
 		return time.Now()
 	}
 	var live time.Time
@@ -311,6 +343,9 @@ func Now(ctx context.Context) time.Time {
 func NewID(ctx context.Context) string {
 	sc := fromContext(ctx)
 	if sc == nil {
+		if activeSessions.Load() != 0 {
+			_ = sessionless("NewID", "", "") // kept by a strict run
+		}
 		return uuid.NewString()
 	}
 	var live string

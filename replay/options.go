@@ -61,6 +61,7 @@ type config struct {
 	savePath   string
 	saveOpts   []trace.SaveOption
 	runID      string // "" draws one
+	strict     bool   // StrictContext
 }
 
 // setMode records the mode an option asks for; asking for two different

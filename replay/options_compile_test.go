@@ -39,8 +39,8 @@ func agent(context.Context, trace.Value) (any, error) { return nil, nil }
 
 func main() {
 	ctx := context.Background()
-	rec, _ := replay.Record(ctx, "a", nil, agent, replay.SaveTo(""))
-	_, _ = replay.Replay(ctx, rec.Trace, agent, replay.SaveTo(""), replay.Hybrid("m"), replay.Live(), replay.WithDirector(nil))
+	rec, _ := replay.Record(ctx, "a", nil, agent, replay.SaveTo(""), replay.StrictContext())
+	_, _ = replay.Replay(ctx, rec.Trace, agent, replay.SaveTo(""), replay.Hybrid("m"), replay.Live(), replay.WithDirector(nil), replay.StrictContext())
 	_, _ = replay.Prepare(rec.Trace).Replay(ctx, agent, replay.Hybrid("m"))
 	//MISUSE
 }
@@ -88,4 +88,15 @@ func main() {
 			}
 		})
 	}
+	t.Run("StrictContext passed to Transport", func(t *testing.T) {
+		t.Parallel()
+		out, err := build(t, `_ = replay.Transport(nil, replay.StrictContext())`)
+		if err == nil {
+			t.Fatal("passing replay.StrictContext() to replay.Transport compiled: a transport has no run to be strict about")
+		}
+		want := "replay.Option does not implement replay.TransportOption (missing method applyTransport)"
+		if !strings.Contains(out, want) {
+			t.Fatalf("the compiler refused the program, but not with\n\t%s\nit said:\n%s", want, out)
+		}
+	})
 }

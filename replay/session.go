@@ -210,6 +210,8 @@ type session struct {
 	obs         Observer       // from the run's context; set before the agent runs, never changed
 	minted      mintedIDs      // provider-minted ids bound during the run (Transport)
 	lanes       map[string]int // call event id → lane, for lanes ≥ 1
+	noSession   *ContextError  // the first wrapper called without the session (StrictContext)
+	owned       []uint64       // the goroutines of a strict run (nosession.go)
 }
 
 // occKey counts the calls of one kind and name.
@@ -507,7 +509,10 @@ func (s *session) run(ctx context.Context, input trace.Value, agent Agent) (*Res
 		ctx = s.obs.StartRun(ctx, info)
 	}
 	obsCtx := ctx
-	ctx = context.WithValue(ctx, ctxKey{}, &scope{s: s, parent: s.root, gid: goid()})
+	gid := goid()
+	ctx = context.WithValue(ctx, ctxKey{}, &scope{s: s, parent: s.root, gid: gid})
+	s.started(gid)
+	defer s.ended()
 
 	var (
 		out       any
@@ -653,7 +658,9 @@ func (s *session) save(res *Result) error {
 // The error is nil unless recording failed: an empty agent name, a nil
 // agent, an input or output that cannot be recorded as JSON (matching
 // [ErrNotRecordable]; for the output, the Result still holds the failed
-// trace), or a failed save (the Result holds the unsaved trace).
+// trace), a failed save (the Result holds the unsaved trace), or, under
+// [StrictContext], a wrapper called without the session (matching
+// [ErrNoSession]; the Result holds the trace that misses it).
 //
 // Inside another session (a replay whose agent calls Record, for instance)
 // Record is inert: the agent runs against the enclosing session, nothing is
@@ -674,7 +681,12 @@ func Record(ctx context.Context, agentName string, input any, agent Agent, opts 
 		out, err := agent(ctx, v)
 		return &Result{Output: out, Err: err}, nil
 	}
-	return newSession(cfg, nil, agentName).run(ctx, v, agent)
+	s := newSession(cfg, nil, agentName)
+	res, err := s.run(ctx, v, agent)
+	if ne := s.noSessionErr(); ne != nil {
+		err = errors.Join(err, fmt.Errorf("replay.Record: the recording misses a call: %w", ne))
+	}
+	return res, err
 }
 
 // Replay runs agent against tr: it is [Prepare](tr).Replay(ctx, agent,
@@ -714,7 +726,9 @@ var plans tracecache.Cache[Prepared]
 // it); in a frozen replay without a Director, a [*MismatchError] when the
 // outcome differs from the recording (calls left unconsumed, an error where
 // the recording completed or the reverse, another failure type, another
-// final output); a failed save. The agent's own error is never the error:
+// final output); a failed save. Under [StrictContext], a wrapper called
+// without the session (matching [ErrNoSession]) comes before all but the
+// divergence, joined with it. The agent's own error is never the error:
 // with live calls the outcome may legitimately differ.
 //
 // Replay may run concurrently with other replays of the same Prepared.
@@ -731,6 +745,13 @@ func (p *Prepared) Replay(ctx context.Context, agent Agent, opts ...ReplayOption
 	}
 	s := newSession(cfg, p, p.base.AgentName)
 	res, recErr := s.run(ctx, p.input, agent)
+	if ne := s.noSessionErr(); ne != nil {
+		recErr = errors.Join(fmt.Errorf("replay: the replay's trace misses a call: %w", ne), recErr)
+		if res.Divergence != nil {
+			return res, errors.Join(res.Divergence, recErr)
+		}
+		return res, recErr
+	}
 	if res.Divergence != nil {
 		return res, res.Divergence
 	}
@@ -784,4 +805,12 @@ func outcomeDiffers(base *trace.Trace, res *Result) error {
 				path, previewOrMissing(rv), previewOrMissing(av))}
 	}
 	return nil
+}
+
+// noSessionErr is the first wrapper called without the session under
+// StrictContext, nil when none was.
+func (s *session) noSessionErr() *ContextError {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.noSession
 }

@@ -36,6 +36,12 @@ func Tool[In, Out any](name string, fn func(context.Context, In) (Out, error)) f
 	return func(ctx context.Context, in In) (Out, error) {
 		sc := fromContext(ctx)
 		if sc == nil {
+			if activeSessions.Load() != 0 {
+				if err := sessionless("Tool", "tool", name); err != nil {
+					var zero Out
+					return zero, err
+				}
+			}
 			return fn(ctx, in)
 		}
 		return callTool(ctx, sc, name, fn, in)

@@ -199,6 +199,16 @@ func (t *transport) next() http.RoundTripper {
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	sc := fromContext(req.Context())
 	if sc == nil {
+		if activeSessions.Load() != 0 {
+			u := *req.URL
+			u.RawQuery, u.Fragment, u.User = "", "", nil
+			if err := sessionless("Transport", "request", req.Method+" "+u.String()); err != nil {
+				if req.Body != nil {
+					req.Body.Close() // as a RoundTripper must, even on error
+				}
+				return nil, err
+			}
+		}
 		return t.next().RoundTrip(req)
 	}
 	if t.err != nil {
