@@ -51,6 +51,9 @@ type Info struct {
 	// Changes (their wire form), Policy and GroupID describe a
 	// counterfactual fork; a static fork leaves them empty.
 	Changes trace.Value
+	// Applied says where each of Changes applied, in the same order (empty
+	// in a fork.json written before it was recorded).
+	Applied []ChangeUse
 	Policy  string
 	GroupID string
 	// Memoize records that the tail's model calls were memoized (Memoize).
@@ -60,6 +63,14 @@ type Info struct {
 	// itself, then of its parent, and so on: nearest first, each without
 	// Ancestors of its own. Ancestors[0].RunID is ParentRunID.
 	Ancestors []Info
+}
+
+// ChangeUse records where a change of a counterfactual fork applied, as
+// [ChangeReport] does: how many tail calls it acted on (0: its target
+// matched nothing in the tail) and the variant steps of the first of them.
+type ChangeUse struct {
+	Count int
+	Steps []int
 }
 
 // AppliedOverride records one override as applied.
@@ -138,10 +149,17 @@ type infoWire struct {
 	OverridesApplied int            `json:"overrides_applied"`
 	Overrides        []overrideWire `json:"overrides"`
 	Changes          *trace.Value   `json:"changes,omitempty"`
+	Applied          []useWire      `json:"applied,omitempty"`
 	Policy           string         `json:"policy,omitempty"`
 	GroupID          string         `json:"group_id,omitempty"`
 	Memoize          bool           `json:"memoize,omitempty"`
 	Ancestors        []infoWire     `json:"ancestors,omitempty"`
+}
+
+// useWire is one entry of "applied": {"count": 1, "steps": [7]}.
+type useWire struct {
+	Count int   `json:"count"`
+	Steps []int `json:"steps"`
 }
 
 type overrideWire struct {
@@ -179,6 +197,9 @@ func (i *Info) wire(top bool) infoWire {
 	if !i.Changes.IsAbsent() {
 		c, _ := trace.RedactValue(i.Changes)
 		w.Changes = &c
+	}
+	for _, u := range i.Applied {
+		w.Applied = append(w.Applied, useWire{Count: u.Count, Steps: append([]int{}, u.Steps...)})
 	}
 	for _, o := range i.Overrides {
 		out, _ := trace.RedactValue(o.Output)
@@ -288,6 +309,15 @@ func (w *infoWire) info(prefix string) (Info, error) {
 	}
 	if w.Changes != nil {
 		info.Changes = *w.Changes
+	}
+	if len(w.Applied) > 0 && len(w.Applied) != info.Changes.Len() {
+		return Info{}, fmt.Errorf("%sapplied lists %d change(s) but changes lists %d", prefix, len(w.Applied), info.Changes.Len())
+	}
+	for n, u := range w.Applied {
+		if u.Count < 0 || len(u.Steps) > u.Count {
+			return Info{}, fmt.Errorf("%sapplied[%d] says %d use(s) at %d step(s)", prefix, n, u.Count, len(u.Steps))
+		}
+		info.Applied = append(info.Applied, ChangeUse{Count: u.Count, Steps: u.Steps})
 	}
 	for n, o := range w.Overrides {
 		if o.Type != trace.ToolResult && o.Type != trace.LLMResponse {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/stepfork/stepfork/internal/usd"
@@ -492,8 +493,10 @@ func (p *forkPlan) info(v *Variant, cfg *config) *Info {
 	base := p.base
 	kept := &base.Events[p.at.pos-1]
 	changes := make([]Change, len(v.Changes))
+	uses := make([]ChangeUse, len(v.Changes))
 	for i, c := range v.Changes {
 		changes[i] = c.Change
+		uses[i] = ChangeUse{Count: c.Applied, Steps: slices.Clone(c.Steps)}
 	}
 	info := &Info{
 		Kind:             KindCounterfactual,
@@ -505,6 +508,7 @@ func (p *forkPlan) info(v *Variant, cfg *config) *Info {
 		ForkPointEventID: kept.ID,
 		ForkTimestamp:    time.Now().UTC(),
 		Changes:          wireChanges(changes),
+		Applied:          uses,
 		Policy:           cfg.policy.String(),
 		Memoize:          cfg.memoize,
 		GroupID:          cfg.groupID,

@@ -214,7 +214,9 @@ func buildVersion() string {
 }
 
 func printHelp(w io.Writer) {
-	fmt.Fprint(w, `stepfork: turn recorded AI-agent runs into reproducible, forkable regression tests.
+	fmt.Fprint(w, `stepfork: Behavioral regression testing for AI agents.
+Turn failed AI-agent runs into reproducible regression tests: fork a recorded
+run where it went wrong, change one thing, and see what became different.
 
 Usage:
   stepfork COMMAND [ARGS] [FLAGS]

@@ -188,6 +188,32 @@ func TestVersionAndHelp(t *testing.T) {
 	}
 }
 
+// The contract of stepfork's CLI (stepfork-format §8): with no command it
+// prints its help on stdout and exits 0, as --help does; a usage error
+// prints what is wrong on stderr, nothing on stdout, and exits 2.
+func TestNoArgumentsAndUsageErrors(t *testing.T) {
+	t.Parallel()
+	help := stepfork(t, "", nil, "--help")
+	none := stepfork(t, "", nil)
+	if none.code != 0 || none.stderr != "" || none.stdout != help.stdout {
+		t.Errorf("stepfork with no arguments: exit %d, stderr %q, stdout the help: %v; want 0, no stderr, the help", none.code, none.stderr, none.stdout == help.stdout)
+	}
+	for _, want := range []string{"Behavioral regression testing for AI agents.\n", "Turn failed AI-agent runs into reproducible regression tests", "\nUsage:\n", "\nCommands:\n"} {
+		if !strings.Contains(none.stdout, want) {
+			t.Errorf("the help lacks %q:\n%s", want, none.stdout)
+		}
+	}
+	for _, args := range [][]string{
+		{"nope"}, {"--frobnicate"}, {"diff", booking}, {"fork", booking}, {"view"}, {"inspect", booking, "--step", "x"},
+		{"validate"}, {"points"}, {"minimize"}, {"export", booking}, {"pack"}, {"unpack"}, {"report"}, {"help", "nope"},
+	} {
+		r := stepfork(t, "", nil, args...)
+		if r.code != 2 || r.stdout != "" || r.stderr == "" {
+			t.Errorf("stepfork %q: exit %d, stdout %q, stderr %q; want exit 2, the problem on stderr only", args, r.code, r.stdout, r.stderr)
+		}
+	}
+}
+
 func TestEveryCommandHasHelp(t *testing.T) {
 	t.Parallel()
 	for _, c := range commands() {

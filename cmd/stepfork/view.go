@@ -26,8 +26,12 @@ View shows bundles as a page in a browser:
   stepfork view BASE.sftrace VARIANT.sftrace
                                          both runs aligned step by step, the
                                          first divergence and what changed
-  stepfork view [BASE.sftrace] DIR       a sweep saved with fork.SaveTo: one
+  stepfork view [BASE.sftrace] DIR       a sweep saved with fork.SaveDir: one
                                          row per variant, each opening its diff
+                                         (without BASE, the base the variants'
+                                         fork.json name, when it is found)
+
+A bundle is a directory or a packed NAME.sftrace.tar.gz.
 
 It serves the page on 127.0.0.1 at a free port and prints the URL until
 interrupted (Ctrl-C); --open also opens it in a browser. Only the bundles

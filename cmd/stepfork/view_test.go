@@ -37,6 +37,27 @@ func TestViewHTML(t *testing.T) {
 	}
 }
 
+// One packed bundle is a run to view (it was taken for a sweep directory:
+// "cannot read the sweep directory: … not a directory"); the help names
+// the option that saves a sweep, fork.SaveDir.
+func TestViewPackedBundleAndHelp(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	packed := filepath.Join(dir, "booking.sftrace.tar.gz")
+	if r := stepfork(t, "", nil, "pack", booking, "-o", packed); r.code != 0 {
+		t.Fatalf("pack: exit %d: %s", r.code, r.stderr)
+	}
+	out := filepath.Join(dir, "run.html")
+	r := stepfork(t, "", nil, "view", packed, "--html", out)
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "Wrote the run run_booking_agent_0001: ") {
+		t.Errorf("view of one packed bundle: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	h := stepfork(t, "", nil, "help", "view")
+	if !strings.Contains(h.stdout, "a sweep saved with fork.SaveDir") || strings.Contains(h.stdout, "fork.SaveTo") {
+		t.Errorf("view's help does not name fork.SaveDir:\n%s", h.stdout)
+	}
+}
+
 func TestViewErrors(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

@@ -145,8 +145,14 @@ func forkFromBundle(tr, base *trace.Trace) *forkSection {
 	}
 	if info.Changes.Len() > 0 {
 		wire, _ := trace.RedactValue(info.Changes)
-		for _, c := range wire.Elems() {
-			fc := forkChange{Desc: describeWire(c), Applied: "where it applied is not recorded in fork.json"}
+		for n, c := range wire.Elems() {
+			fc := forkChange{Desc: describeWire(c), Applied: "where it applied is not recorded in fork.json (written by an older version)"}
+			if n < len(info.Applied) {
+				u := info.Applied[n]
+				fc.Applied, fc.Steps = appliedText(u.Count, u.Steps), u.Steps
+				fs.Changes = append(fs.Changes, fc)
+				continue
+			}
 			if k, _ := c.Get("kind").Str(); k == "decision" || k == "param" {
 				if len(forced) > 0 {
 					fc.Applied, fc.Steps = "forced values at "+stepList(forced), forced
@@ -245,12 +251,7 @@ func forkFromVariant(v *fork.Variant) *forkSection {
 	fs.BaseKnown = true
 	fs.countSides(v.Trace)
 	for _, c := range v.Changes {
-		fc := forkChange{Desc: describe(c.Change, c.Description), Steps: c.Steps}
-		if c.Applied == 0 {
-			fc.Applied = "unused: its target matched nothing in the tail"
-		} else {
-			fc.Applied = fmt.Sprintf("applied %d time(s), at %s", c.Applied, stepList(c.Steps))
-		}
+		fc := forkChange{Desc: describe(c.Change, c.Description), Steps: c.Steps, Applied: appliedText(c.Applied, c.Steps)}
 		fs.Changes = append(fs.Changes, fc)
 	}
 	for _, s := range v.Suppressed {
@@ -265,6 +266,19 @@ func forkFromVariant(v *fork.Variant) *forkSection {
 	fs.IncurredCost, fs.IncurredTokens = v.IncurredCost, v.IncurredTokens
 	fs.LiveModelCalls, fs.LiveToolCalls = v.LiveModelCalls, v.LiveToolCalls
 	return fs
+}
+
+// appliedText says where a change applied: n tail calls, the first of them
+// at steps.
+func appliedText(n int, steps []int) string {
+	if n == 0 {
+		return "unused: its target matched nothing in the tail"
+	}
+	s := fmt.Sprintf("applied %d time(s), at %s", n, stepList(steps))
+	if n > len(steps) {
+		s += fmt.Sprintf(" (+%d more)", n-len(steps))
+	}
+	return s
 }
 
 func stepList(steps []int) string {

@@ -25,12 +25,20 @@ type Site struct {
 	variant  *trace.Trace
 	variants []SweepVariant
 	byName   map[string]*SweepVariant
+	baseNote string // why a sweep has no base, when it has none
 }
 
-// Open reads the bundles named by paths for a Site. A path is a bundle when
-// it holds manifest.json, else a directory of bundles (a saved sweep).
+// Open reads the bundles named by paths for a Site. A path is a bundle (a
+// directory holding manifest.json, or a packed NAME.sftrace.tar.gz) unless
+// it is a directory without manifest.json: the directory a sweep was saved
+// to (fork.SaveDir). A sweep directory given alone is compared with the base
+// its variants' fork.json name (parent_trace_path), when that bundle can be
+// read (see [FindBase]).
 func Open(paths ...string) (*Site, error) {
 	isBundle := func(p string) bool {
+		if !isDir(p) {
+			return true // a packed bundle, or a path Load explains
+		}
 		_, err := os.Stat(filepath.Join(p, trace.ManifestFile))
 		return err == nil
 	}
@@ -55,13 +63,14 @@ func Open(paths ...string) (*Site, error) {
 			return nil, err
 		}
 		s.kind, s.variants = "sweep", vs
+		s.base, s.baseNote = FindBase(paths[0], vs)
 	case len(paths) == 2:
 		base, err := load(paths[0])
 		if err != nil {
 			return nil, err
 		}
 		s.base = base
-		if isBundle(paths[1]) || !isDir(paths[1]) {
+		if isBundle(paths[1]) {
 			v, err := load(paths[1])
 			if err != nil {
 				return nil, err
@@ -121,7 +130,11 @@ func (s *Site) Page(links bool) *Page {
 			return "/run/" + url.PathEscape(name)
 		}
 	}
-	return SweepPage(s.base, s.variants, link)
+	p := SweepPage(s.base, s.variants, link)
+	if p.Sweep != nil && s.base == nil {
+		p.Sweep.NoBase = s.baseNote
+	}
+	return p
 }
 
 // Handler serves the site: / is the main page, /run/NAME the run of a

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stepfork/stepfork/fork"
+	"github.com/stepfork/stepfork/trace"
 )
 
 // sweepDir saves the README's fork and the base itself as the variants of
@@ -142,4 +143,106 @@ func TestServeStopsWithItsContext(t *testing.T) {
 	if _, err := http.Get(u); err == nil {
 		t.Error("the server still answers after it stopped")
 	}
+}
+
+// A sweep directory viewed alone is compared with the base its variants'
+// fork.json name (parent_trace_path), found where it was recorded or
+// relative to a directory above the sweep: the test that saved it ran in
+// its package's directory, the viewer may run anywhere.
+func TestSweepDirFindsItsBase(t *testing.T) {
+	t.Parallel()
+	t.Run("recorded path", func(t *testing.T) {
+		t.Parallel()
+		_, dir := sweepDir(t)
+		site, err := Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		html := render(t, site.Page(false))
+		if strings.Contains(html, "No base run") || !strings.Contains(html, "base <code>run_booking_agent_0001</code>") {
+			t.Errorf("the sweep page does not show the base it found:\n%s", sweepSectionOf(html))
+		}
+	})
+	t.Run("relative to a directory above", func(t *testing.T) {
+		t.Parallel()
+		root := t.TempDir()
+		pkg := filepath.Join(root, "pkg")
+		base, err := trace.Load("../../testdata/booking-agent.sftrace")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := base.Save(filepath.Join(pkg, "testdata", "booking.sftrace")); err != nil {
+			t.Fatal(err)
+		}
+		base.Path = "testdata/booking.sftrace" // as a test in pkg loads it
+		out := filepath.Join(pkg, "testdata", "out")
+		if _, err := fork.Trace(base, fork.ThroughStep(4), fork.SaveTo(filepath.Join(out, "early.sftrace"))); err != nil {
+			t.Fatal(err)
+		}
+		site, err := Open(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if site.base == nil {
+			t.Fatalf("no base found: %s", site.baseNote)
+		}
+	})
+	t.Run("not found", func(t *testing.T) {
+		t.Parallel()
+		base, err := trace.Load("../../testdata/booking-agent.sftrace")
+		if err != nil {
+			t.Fatal(err)
+		}
+		base.Path = "gone/booking.sftrace"
+		dir := t.TempDir()
+		if _, err := fork.Trace(base, fork.ThroughStep(4), fork.SaveTo(filepath.Join(dir, "early.sftrace"))); err != nil {
+			t.Fatal(err)
+		}
+		site, err := Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		html := render(t, site.Page(false))
+		want := "No base run: the base run run_booking_agent_0001 (fork.json: parent_trace_path gone/booking.sftrace) was not found where it was recorded; give it: stepfork view BASE " + dir + "."
+		if !strings.Contains(html, want) {
+			t.Errorf("the page does not say why it has no base; want %q in:\n%s", want, sweepSectionOf(html))
+		}
+		if strings.Contains(sweepSectionOf(html), "<p class=\"sweep-facts\"> ·") {
+			t.Error("a stray separator starts the sweep's facts")
+		}
+	})
+}
+
+// One packed bundle is a run, not a sweep directory.
+func TestOpenPackedBundle(t *testing.T) {
+	t.Parallel()
+	packed := filepath.Join(t.TempDir(), "booking.sftrace.tar.gz")
+	if err := trace.Pack("../../testdata/booking-agent.sftrace", packed); err != nil {
+		t.Fatal(err)
+	}
+	site, err := Open(packed)
+	if err != nil {
+		t.Fatalf("Open(one packed bundle): %v", err)
+	}
+	if got := site.Describe(); got != "the run run_booking_agent_0001" {
+		t.Errorf("Describe = %q", got)
+	}
+	// And a sweep directory may hold packed bundles.
+	dir := t.TempDir()
+	if err := trace.Pack("../../testdata/booking-agent.sftrace", filepath.Join(dir, "again.sftrace.tar.gz")); err != nil {
+		t.Fatal(err)
+	}
+	vs, err := LoadDir(dir)
+	if err != nil || len(vs) != 1 || vs[0].Name != "again" || vs[0].Err != nil {
+		t.Errorf("LoadDir of a directory of a packed bundle: %+v, %v", vs, err)
+	}
+}
+
+func sweepSectionOf(html string) string {
+	i := strings.Index(html, `<section class="card sweep"`)
+	if i < 0 {
+		return html
+	}
+	j := strings.Index(html[i:], "</section>")
+	return html[i : i+j]
 }

@@ -22,10 +22,10 @@ type SweepVariant struct {
 	Err     error // the variant did not run, or its bundle could not be read
 }
 
-// LoadDir reads the variants of a sweep saved with fork.SaveTo: every
-// NAME.sftrace bundle directly in dir, in name order. A bundle that cannot
-// be read is a variant with Err set; a directory without bundles is an
-// error.
+// LoadDir reads the variants of a sweep saved with fork.SaveDir: every
+// NAME.sftrace bundle directly in dir, and every packed
+// NAME.sftrace.tar.gz, in name order. A bundle that cannot be read is a
+// variant with Err set; a directory without bundles is an error.
 func LoadDir(dir string) ([]SweepVariant, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -34,7 +34,11 @@ func LoadDir(dir string) ([]SweepVariant, error) {
 	var out []SweepVariant
 	for _, e := range ents {
 		name, ok := strings.CutSuffix(e.Name(), ".sftrace")
-		if !ok || !e.IsDir() || name == "" {
+		if !ok || !e.IsDir() {
+			name, ok = strings.CutSuffix(e.Name(), trace.PackedSuffix)
+			ok = ok && !e.IsDir()
+		}
+		if !ok || name == "" {
 			continue
 		}
 		p := filepath.Join(dir, e.Name())
@@ -42,9 +46,68 @@ func LoadDir(dir string) ([]SweepVariant, error) {
 		out = append(out, SweepVariant{Name: name, Path: p, Trace: tr, Err: err})
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("view: %s holds no .sftrace bundle; give a bundle, two bundles, or the directory a sweep was saved to with fork.SaveTo", dir)
+		return nil, fmt.Errorf("view: %s holds no .sftrace bundle; give a bundle, two bundles, or the directory a sweep was saved to with fork.SaveDir", dir)
 	}
 	return out, nil
+}
+
+// FindBase finds the base run of a sweep saved in dir whose variants are
+// vs: the bundle their fork.json name as parent_trace_path, when they all
+// name the same parent run. The path is recorded as the test that forked
+// it gave it, often relative to its package's directory; it is tried as
+// it is, then relative to dir and to each directory above dir. When no base
+// is found, note says why and what to do.
+func FindBase(dir string, vs []SweepVariant) (base *trace.Trace, note string) {
+	parentRun, parentPath := "", ""
+	for _, v := range vs {
+		if v.Trace == nil {
+			continue
+		}
+		info, err := fork.ReadInfo(v.Trace)
+		if err != nil {
+			continue
+		}
+		switch {
+		case parentRun == "":
+			parentRun, parentPath = info.ParentRunID, info.ParentTracePath
+		case info.ParentRunID != parentRun:
+			return nil, "the variants were forked from different runs; give the base: stepfork view BASE " + dir
+		}
+	}
+	if parentRun == "" {
+		return nil, "no variant has a fork.json naming its base; give the base: stepfork view BASE " + dir
+	}
+	if parentPath == "" {
+		return nil, fmt.Sprintf("the base run %s was never saved (fork.json has no parent_trace_path); give it: stepfork view BASE %s", parentRun, dir)
+	}
+	var tried []string
+	try := func(p string) *trace.Trace {
+		tried = append(tried, p)
+		tr, err := trace.Load(p)
+		if err != nil || tr.RunID != parentRun {
+			return nil
+		}
+		return tr
+	}
+	if filepath.IsAbs(parentPath) {
+		if tr := try(parentPath); tr != nil {
+			return tr, ""
+		}
+	} else {
+		if tr := try(parentPath); tr != nil {
+			return tr, ""
+		}
+		abs, err := filepath.Abs(dir)
+		for d := abs; err == nil; d = filepath.Dir(d) {
+			if tr := try(filepath.Join(d, parentPath)); tr != nil {
+				return tr, ""
+			}
+			if filepath.Dir(d) == d {
+				break
+			}
+		}
+	}
+	return nil, fmt.Sprintf("the base run %s (fork.json: parent_trace_path %s) was not found where it was recorded; give it: stepfork view BASE %s", parentRun, parentPath, dir)
 }
 
 // FromSweep lists the variants of a sweep as it ran (the first sample of
@@ -68,6 +131,7 @@ type sweepSection struct {
 	GroupID  string
 	Rows     []sweepRow
 	Total    float64
+	NoBase   string // why the sweep has no base, when it has none
 	Chart    chart
 	Embedded bool // rows open diffs within the page
 }
