@@ -30,6 +30,9 @@ import (
 // the variant is written where ReportFlag says.
 func Fork(t testing.TB, base *trace.Trace, at fork.At, agent replay.Agent, opts ...fork.RunOption) *fork.Variant {
 	t.Helper()
+	if *exploreFlag != "" {
+		exploreAt(t, "Fork", base, agent)
+	}
 	v, err := fork.Run(t.Context(), base, at, agent, opts...)
 	reportOnFailure(t, v)
 	if err != nil {
@@ -55,6 +58,9 @@ func Fork(t testing.TB, base *trace.Trace, at fork.At, agent replay.Agent, opts 
 // page of the sweep, where ReportFlag says.
 func Sweep(t *testing.T, base *trace.Trace, at fork.At, agent replay.Agent, variants []fork.Named, check func(t *testing.T, name string, v *fork.Variant), opts ...fork.EachOption) *fork.Sweep {
 	t.Helper()
+	if *exploreFlag != "" {
+		exploreAt(t, "Sweep", base, agent)
+	}
 	sh, err := shard.FromEnv()
 	if err != nil {
 		t.Fatalf("sftest.Sweep: %v", err)
@@ -230,6 +236,9 @@ func ForkCheck(t *testing.T, tr *trace.Trace, agent replay.Agent, opts ...fork.R
 	if tr == nil {
 		t.Fatalf("sftest.ForkCheck: the trace is nil")
 	}
+	if *exploreFlag != "" {
+		exploreAt(t, "ForkCheck", tr, agent)
+	}
 	failures := NullForks(t.Context(), tr, agent, opts...)
 	t.Logf("sftest.ForkCheck: null-forked %s at %d point(s); %d did not reproduce it", traceName(tr), len(fork.Points(tr)), len(failures))
 	for _, f := range failures {
@@ -268,6 +277,9 @@ func Minimize(t testing.TB, tr *trace.Trace, agent replay.Agent, stillFails func
 	t.Helper()
 	if tr == nil || agent == nil || stillFails == nil {
 		t.Fatalf("sftest.Minimize: the trace, the agent and stillFails are all required")
+	}
+	if *exploreFlag != "" {
+		exploreAt(t, "Minimize", tr, agent)
 	}
 	points := fork.Points(tr)
 	if len(points) == 0 {

@@ -91,6 +91,9 @@ func Load(t testing.TB, path string, opts ...LoadOption) *trace.Trace {
 		}
 	}
 	results().usedBy(t, path)
+	if *exploreFlag != "" {
+		exploreLoaded(t, path)
+	}
 	return tr
 }
 
@@ -175,7 +178,11 @@ func Record(t testing.TB, name string, agent replay.Agent, input any) *trace.Tra
 			status += " (" + firstLine(res.Err.Error()) + ")"
 		}
 		t.Logf("sftest.Record: recorded %s: %d events, %s", p, len(res.Trace.Events), status)
-		return Load(t, p)
+		tr := Load(t, p)
+		if *exploreFlag != "" {
+			exploreAt(t, "Record", tr, agent)
+		}
+		return tr
 	}
 
 	results().usedBy(t, p)
@@ -201,6 +208,9 @@ func Record(t testing.TB, name string, agent replay.Agent, input any) *trace.Tra
 	if _, err := replay.Replay(t.Context(), tr, agent); err != nil {
 		t.Fatalf("%s\nthe agent no longer reproduces %s; if that is intended, record it again with:\n\t%s",
 			divergenceReport("sftest.Record", p, err), p, again)
+	}
+	if *exploreFlag != "" {
+		exploreAt(t, "Record", tr, agent)
 	}
 	return tr
 }
@@ -234,6 +244,9 @@ func recordedInput(tr *trace.Trace) trace.Value {
 // step and event, then the (-recorded +actual) difference.
 func Replay(t testing.TB, tr *trace.Trace, agent replay.Agent, opts ...replay.ReplayOption) *replay.Result {
 	t.Helper()
+	if *exploreFlag != "" {
+		exploreAt(t, "Replay", tr, agent)
+	}
 	res, err := replay.Replay(t.Context(), tr, agent, opts...)
 	if err != nil {
 		where := "the trace"
