@@ -103,8 +103,9 @@ func (s *session) pointAt(step int) (fork.PointInfo, bool) {
 }
 
 // atOf is the fork point at step as a test names it: fork.Failure() where
-// it resolves, else the named form of the point (BeforeNode, AfterNode,
-// BeforeCall, BeforeDecision, Start), else fork.Step. A named form is
+// it resolves, fork.Start() for the first point, else the named form of
+// the point (BeforeNode, AfterNode, BeforeCall, BeforeDecision), else
+// fork.Step. A named form is
 // used only when fork resolves it to the same step, so the code and the
 // run fork at the same place.
 func (s *session) atOf(p fork.PointInfo) (fork.At, string) {
@@ -115,6 +116,9 @@ func (s *session) atOf(p fork.PointInfo) (fork.At, string) {
 	var cs []cand
 	if p.Step == s.failureStep {
 		cs = append(cs, cand{fork.Failure(), "fork.Failure()"})
+	}
+	if len(s.points) > 0 && p.Step == s.points[0].Step {
+		cs = append(cs, cand{fork.Start(), "fork.Start()"})
 	}
 	q := strconv.Quote(p.Name)
 	switch p.Kind {
@@ -128,9 +132,6 @@ func (s *session) atOf(p fork.PointInfo) (fork.At, string) {
 		cs = append(cs, cand{fork.BeforeCall(replay.KindLLM, p.Name, p.Occurrence), fmt.Sprintf("fork.BeforeCall(replay.KindLLM, %s, %d)", q, p.Occurrence)})
 	case "decision", "approval":
 		cs = append(cs, cand{fork.BeforeDecision(p.Name), fmt.Sprintf("fork.BeforeDecision(%s)", q)})
-	}
-	if len(s.points) > 0 && p.Step == s.points[0].Step {
-		cs = append(cs, cand{fork.Start(), "fork.Start()"})
 	}
 	for _, c := range cs {
 		if step, err := resolve(s.cfg.Base, c.at); err == nil && step == p.Step {

@@ -483,11 +483,28 @@ func (s *Site) testFile(name, doc, body string) (string, error) {
 	if !have["testing"] {
 		imports = append(imports, strconv.Quote("testing"))
 	}
-	slices.Sort(imports)
+	// The standard library first, then the others, as goimports groups them.
+	var std, other []string
+	for _, im := range imports {
+		p := im[strings.IndexByte(im, '"'):]
+		if first, _, _ := strings.Cut(strings.Trim(p, `"`), "/"); strings.Contains(first, ".") {
+			other = append(other, im)
+		} else {
+			std = append(std, im)
+		}
+	}
+	byPath := func(a, b string) int { return strings.Compare(a[strings.IndexByte(a, '"'):], b[strings.IndexByte(b, '"'):]) }
+	slices.SortFunc(std, byPath)
+	slices.SortFunc(other, byPath)
 	var b strings.Builder
 	fmt.Fprintf(&b, "package %s\n\nimport (\n", s.pkg)
-	for _, im := range imports {
-		b.WriteString("\t" + im + "\n")
+	for i, group := range [][]string{std, other} {
+		if i > 0 && len(std) > 0 && len(other) > 0 {
+			b.WriteString("\n")
+		}
+		for _, im := range group {
+			b.WriteString("\t" + im + "\n")
+		}
 	}
 	b.WriteString(")\n\n")
 	for _, l := range strings.Split(strings.TrimSpace(doc), "\n") {

@@ -85,9 +85,9 @@ func (s changeSpec) build() (built, error) {
 		target := fork.OnCall(s.Name, s.Occurrence)
 		targetCode := fmt.Sprintf("fork.OnCall(%s, %d)", strconv.Quote(s.Name), s.Occurrence)
 		if s.Kind == "tool_result" {
-			b = built{fork.ToolResult(target, v), fmt.Sprintf("fork.ToolResult(%s, %s)", targetCode, goValue(v))}
+			b = built{fork.ToolResult(target, v), fmt.Sprintf("fork.ToolResult(%s, %s)", targetCode, goRedacted(v))}
 		} else {
-			b = built{fork.LLMResponse(target, v), fmt.Sprintf("fork.LLMResponse(%s, %s)", targetCode, goValue(v))}
+			b = built{fork.LLMResponse(target, v), fmt.Sprintf("fork.LLMResponse(%s, %s)", targetCode, goRedacted(v))}
 		}
 	case "prompt":
 		t, q := s.Target, strconv.Quote(s.Target)
@@ -127,7 +127,7 @@ func (s changeSpec) build() (built, error) {
 				st.Set = map[string]any{}
 			}
 			st.Set[k] = v
-			sets = append(sets, fmt.Sprintf("%s: %s", strconv.Quote(k), goValue(v)))
+			sets = append(sets, fmt.Sprintf("%s: %s", strconv.Quote(k), goRedacted(v)))
 		}
 		var fields []string
 		if len(sets) > 0 {
@@ -149,13 +149,13 @@ func (s changeSpec) build() (built, error) {
 		q := strconv.Quote(s.Name)
 		switch {
 		case s.Kind == "decision" && s.Once:
-			b = built{fork.DecisionOnce(s.Name, v), fmt.Sprintf("fork.DecisionOnce(%s, %s)", q, goValue(v))}
+			b = built{fork.DecisionOnce(s.Name, v), fmt.Sprintf("fork.DecisionOnce(%s, %s)", q, goRedacted(v))}
 		case s.Kind == "decision":
-			b = built{fork.Decision(s.Name, v), fmt.Sprintf("fork.Decision(%s, %s)", q, goValue(v))}
+			b = built{fork.Decision(s.Name, v), fmt.Sprintf("fork.Decision(%s, %s)", q, goRedacted(v))}
 		case s.Kind == "param":
-			b = built{fork.Param(s.Name, v), fmt.Sprintf("fork.Param(%s, %s)", q, goValue(v))}
+			b = built{fork.Param(s.Name, v), fmt.Sprintf("fork.Param(%s, %s)", q, goRedacted(v))}
 		default:
-			b = built{fork.HumanResponse(s.Name, v), fmt.Sprintf("fork.HumanResponse(%s, %s)", q, goValue(v))}
+			b = built{fork.HumanResponse(s.Name, v), fmt.Sprintf("fork.HumanResponse(%s, %s)", q, goRedacted(v))}
 		}
 	default:
 		return built{}, fmt.Errorf("unknown change kind %q", s.Kind)
@@ -198,6 +198,13 @@ func (p policySpec) build() ([]fork.RunOption, []string, error) {
 		opts, code = append(opts, fork.Memoize()), append(code, "fork.Memoize()")
 	}
 	return opts, code, nil
+}
+
+// goRedacted is the Go source of v redacted (trace.RedactValue): a secret
+// in a change runs, but never reaches the code offered for it.
+func goRedacted(v trace.Value) string {
+	v, _ = trace.RedactValue(v)
+	return goValue(v)
 }
 
 // goValue is the Go source of a JSON value as a change's payload: a
