@@ -493,7 +493,9 @@ func (s *Site) testFile(name, doc, body string) (string, error) {
 			std = append(std, im)
 		}
 	}
-	byPath := func(a, b string) int { return strings.Compare(a[strings.IndexByte(a, '"'):], b[strings.IndexByte(b, '"'):]) }
+	byPath := func(a, b string) int {
+		return strings.Compare(a[strings.IndexByte(a, '"'):], b[strings.IndexByte(b, '"'):])
+	}
 	slices.SortFunc(std, byPath)
 	slices.SortFunc(other, byPath)
 	var b strings.Builder

@@ -122,11 +122,11 @@ func TestLocate(t *testing.T) {
 	}
 	body := "\tv := sftest.Fork(t, base, fork.Failure(), agent)\n\tassert.Completed(t, v)\n"
 	tests := []struct {
-		name, helper, at        string
-		tparam, base, agent     string
-		test                    string
-		setup                   string // the function as the test file writes it, "" when none is written
-		noFile                  string
+		name, helper, at    string
+		tparam, base, agent string
+		test                string
+		setup               string // the function as the test file writes it, "" when none is written
+		noFile              string
 	}{
 		{name: "fork", helper: "Fork", at: "v := sf.Fork(", tparam: "t", base: "base", agent: "w.agent.Run", test: "TestShop",
 			setup: "func TestShopExplore2(t *testing.T) {\n\tt.Parallel()\n\tw := newWorld(t)\n\tbase := sf.Load(t, \"testdata/shop.sftrace\")\n\n\tv := sftest.Fork(t, base, fork.Failure(), w.agent.Run)"},
