@@ -36,11 +36,25 @@
 //     only their shard's share, and -stepfork.results writes the outcomes
 //     for stepfork report to merge.
 //
+// # Exploring
+//
+// go test -run TestRefundNeedsApproval -stepfork.explore=TestRefundNeedsApproval
+// makes the test serve, once it has run, an interactive page of the base
+// run it gave Fork (or Sweep, Replay, ForkCheck, Minimize, Record), and
+// wait: the person picks a fork point, changes what the run recorded
+// there, runs the fork with the test's own agent in the test process,
+// compares the runs, and takes home the Fork call of any of them with the
+// assertions that held, ready to paste or written as a new _test.go file
+// next to the test. The page answers on 127.0.0.1 only, behind a random
+// token, and shows every value redacted; it refuses to start under CI. See
+// ExploreFlag.
+//
 // # Flags
 //
-// sftest defines its flags (-stepfork.record, -stepfork.results, and
+// sftest defines its flags (-stepfork.record, -stepfork.results,
 // -stepfork.report: where failing tests get an HTML page of what failed,
-// see ReportFlag) only in test binaries (testing.Testing). Golden uses
-// autogold's -update, -clean and -fail-on-update, which autogold defines
-// (-update only when no other package has).
+// see ReportFlag, and -stepfork.explore, see ExploreFlag) only in test
+// binaries (testing.Testing). Golden uses autogold's -update, -clean and
+// -fail-on-update, which autogold defines (-update only when no other
+// package has).
 package sftest

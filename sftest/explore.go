@@ -25,25 +25,28 @@ import (
 // it: go test -run TestRefundNeedsApproval -stepfork.explore=TestRefundNeedsApproval.
 //
 // Its value is a regexp matched against test names (t.Name(), subtests
-// included). A matching test starts its session at its first call of
+// included). A matching test explores the base run of its first call of
 // [Fork], [Sweep], [Replay], [ForkCheck], [Minimize] or [Record]: the
 // first call that hands sftest both a base run and an agent (the base of
 // Record is the run it records or replays). [Load] has no agent: the run
 // it loads is explored when the test passes it on with one, and a test
 // that never does is told so when it ends.
 //
-// The session serves, on 127.0.0.1 at an address holding a random token
-// (printed to the terminal, even when go test buffers the test's output),
-// a page where the person picks a fork point, changes what the run
-// recorded there, runs the fork with the test's own agent in the test
-// process, compares the runs, saves them as bundles, and takes home the
-// sftest.Fork code of any of them, with the assertions that held, ready to
-// paste or written as a new _test.go file next to the test. It waits until
-// the person ends the session from the page or presses Ctrl-C; the test
-// then continues as it would have without the flag. A session ends by
-// itself 5 seconds before go test's -timeout (pass -timeout=0 to explore
-// without a limit). One session runs at a time; a subtest of an explored
-// test starts none of its own.
+// The session starts when the test's function has returned, passed or
+// failed, before the cleanups the test registered before that call: the
+// test's own checks ran undisturbed, and what its agent needs (a fake
+// server, a temporary directory) is still there. It serves, on 127.0.0.1
+// at an address holding a random token (printed to the terminal, even when
+// go test buffers the test's output), a page where the person picks a fork
+// point, changes what the run recorded there, runs the fork with the
+// test's own agent in the test process, compares the runs, saves them as
+// bundles, and takes home the sftest.Fork code of any of them, with the
+// assertions that held, ready to paste or written as a new _test.go file
+// next to the test. It waits until the person ends the session from the
+// page or presses Ctrl-C; the test then ends as it would have without the
+// flag. A session ends by itself 5 seconds before go test's -timeout (pass
+// -timeout=0 to explore without a limit). One session runs at a time; a
+// subtest of an explored test starts none of its own.
 //
 // The flag is defined only in test binaries (testing.Testing), and a
 // session refuses to start when the environment variable CI is set to
@@ -107,11 +110,14 @@ func inCI() bool {
 	return true
 }
 
-// exploreAt starts t's explore session when -stepfork.explore selects it,
-// and returns when the session has ended. helper is the sftest function
-// that was given base and agent, called by the test's code two frames up.
-// The callers check that the flag is set first, so that without it
-// nothing here runs.
+// exploreAt arranges t's explore session when -stepfork.explore selects
+// it: helper is the sftest function that was given base and agent, called
+// by the test's code two frames up. The session is served when the test's
+// function has returned (or failed), in a cleanup that runs before the
+// cleanups the test registered earlier: the test's own checks are not
+// disturbed by what the person runs, and the agent's world (servers,
+// files, fakes set up before the call) is still there. The callers check
+// that the flag is set first, so that without it nothing here runs.
 func exploreAt(t testing.TB, helper string, base *trace.Trace, agent replay.Agent) {
 	t.Helper()
 	ok, err := exploring(t)
@@ -127,9 +133,17 @@ func exploreAt(t testing.TB, helper string, base *trace.Trace, agent replay.Agen
 		return
 	}
 	_, file, line, _ := runtime.Caller(2)
+	cfg := explore.Config{Base: base, Agent: agent, Test: t.Name(), Site: explore.Locate(file, line, helper)}
+	if wd, err := os.Getwd(); err == nil {
+		cfg.Dir = wd
+	}
+	t.Cleanup(func() { serveExplore(t, cfg) })
+}
+
+// serveExplore serves t's session and returns when it has ended.
+func serveExplore(t testing.TB, cfg explore.Config) {
 	exploreMu.Lock()
 	defer exploreMu.Unlock()
-
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	until := ""
@@ -137,7 +151,7 @@ func exploreAt(t testing.TB, helper string, base *trace.Trace, agent replay.Agen
 		if deadline, ok := d.Deadline(); ok {
 			end := deadline.Add(-5 * time.Second)
 			if time.Until(end) < 10*time.Second {
-				t.Errorf("sftest: -%s: go test's -timeout leaves this test too little time to explore; run it with -timeout=0", ExploreFlag)
+				t.Errorf("sftest: -%s: go test's -timeout leaves %s too little time to explore; run it with -timeout=0", ExploreFlag, t.Name())
 				return
 			}
 			var cancel context.CancelFunc
@@ -146,19 +160,19 @@ func exploreAt(t testing.TB, helper string, base *trace.Trace, agent replay.Agen
 			until = fmt.Sprintf("\nThe session ends by itself at %s, before go test's -timeout (-timeout=0: no limit).", end.Format("15:04:05"))
 		}
 	}
-	cfg := explore.Config{Base: base, Agent: agent, Test: t.Name(), Site: explore.Locate(file, line, helper)}
-	if wd, err := os.Getwd(); err == nil {
-		cfg.Dir = wd
-	}
-	what := "an in-memory run of " + base.AgentName
-	if base.Path != "" {
-		what = base.Path
+	what := "an in-memory run of " + cfg.Base.AgentName
+	if cfg.Base.Path != "" {
+		what = cfg.Base.Path
 	}
 	what, _ = trace.RedactString(what)
+	verdict := "passed"
+	if t.Failed() {
+		verdict = "failed"
+	}
 	started := time.Now()
-	err = explore.Serve(ctx, cfg, func(url string) {
-		say(fmt.Sprintf("sftest: %s explores %s (-%s): open\n\t%s\nEnd the session there, or press Ctrl-C, and the test continues.%s\n",
-			t.Name(), what, ExploreFlag, url, until))
+	err := explore.Serve(ctx, cfg, func(url string) {
+		say(fmt.Sprintf("sftest: %s has %s; explore %s with its agent (-%s): open\n\t%s\nEnd the session there, or press Ctrl-C, and the test ends.%s\n",
+			t.Name(), verdict, what, ExploreFlag, url, until))
 		exploreReady(url)
 	})
 	how := "from the page"
@@ -172,7 +186,7 @@ func exploreAt(t testing.TB, helper string, base *trace.Trace, agent replay.Agen
 		t.Errorf("sftest: the explore session of %s failed: %v", t.Name(), err)
 		return
 	}
-	msg := fmt.Sprintf("sftest: the explore session of %s ended %s after %s; the test continues.", t.Name(), how, time.Since(started).Round(time.Second))
+	msg := fmt.Sprintf("sftest: the explore session of %s ended %s after %s.", t.Name(), how, time.Since(started).Round(time.Second))
 	say(msg + "\n")
 	t.Log(msg)
 }

@@ -149,7 +149,7 @@ func TestExploreSession(t *testing.T) {
 	t.Run("explored", func(t *testing.T) {
 		base := sftest.Load(t, "testdata/refund-failure.sftrace")
 		v := sftest.Fork(t, base, fork.Failure(), refund.Agent)
-		assert.Equivalent(t, v) // the test continues as it would have
+		assert.Equivalent(t, v) // the test runs as it would have; the session follows
 	})
 	<-done
 	if got.status != "completed" {
@@ -161,7 +161,7 @@ func TestExploreSession(t *testing.T) {
 			t.Errorf("the code lacks %s:\n%s", want, got.snippet)
 		}
 	}
-	if out := term.String(); !strings.Contains(out, "TestExploreSession/explored explores testdata/refund-failure.sftrace") ||
+	if out := term.String(); !strings.Contains(out, "TestExploreSession/explored has passed; explore testdata/refund-failure.sftrace") ||
 		!strings.Contains(out, "ended from the page") {
 		t.Errorf("the terminal was told:\n%s", out)
 	}

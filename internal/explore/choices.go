@@ -37,8 +37,8 @@ type choices struct {
 	Params    []valueChoice  `json:"params"`
 	Approvals []valueChoice  `json:"approvals"`
 	State     []valueChoice  `json:"state"`
-	// Tools are the tools of the base run, those of the tail first: what
-	// the policy may let run live.
+	// Tools are the tools of the base run, those of the tail first, then
+	// those the session's runs called: what the policy may let run live.
 	Tools []string `json:"tools"`
 }
 
@@ -231,7 +231,7 @@ func (s *session) choicesAt(step int) (*choices, error) {
 		c.Prompts[promptAt[fork.All]].Calls = len(labels)
 	}
 	c.Tools = append(c.Tools, tailTools...)
-	for _, t := range allTools {
+	for _, t := range append(allTools, s.runTools()...) {
 		if !slices.Contains(c.Tools, t) {
 			c.Tools = append(c.Tools, t)
 		}
@@ -328,4 +328,23 @@ func jsonText(v trace.Value) string {
 		return v.Canonical()
 	}
 	return b.String()
+}
+
+// runTools are the tools the session's runs called that the base run did
+// not, in order.
+func (s *session) runTools() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, r := range s.runs {
+		if r.V == nil {
+			continue
+		}
+		for _, c := range r.V.Trace.Calls() {
+			if r.V.Trace.Events[c.Event].Type == trace.ToolCall && !slices.Contains(out, c.Label) {
+				out = append(out, c.Label)
+			}
+		}
+	}
+	return out
 }

@@ -215,11 +215,12 @@ func (s *session) testFile(r *run, body string, n int) (fn, file, content string
 	if err != nil {
 		return "", "", "", err
 	}
-	doc := fmt.Sprintf("%s reproduces run %d of the explore session of %s\n(go test -stepfork.explore): a fork %s.", fn, r.ID, site.Test, r.Point)
+	doc := fmt.Sprintf("%s reproduces run %d of the explore session of %s (go test -stepfork.explore): the fork at %s", fn, r.ID, site.Test, r.Point)
 	if len(r.Changes) > 0 {
-		doc += "\nChanges: " + strings.Join(r.Changes, "; ") + "."
+		doc += ", changing the " + strings.Join(r.Changes, "; the ")
 	}
-	doc += "\nThe assertions are what held on the run the page made."
+	doc += ". Its assertions are what held on that run."
+	doc = wrap(doc, 76)
 	content, err = site.testFile(fn, doc, body)
 	return fn, file, content, err
 }
@@ -254,4 +255,24 @@ func (s *session) writeTest(id int) (string, error) {
 		return file, nil
 	}
 	return "", errors.New("no free file name for the test")
+}
+
+// wrap breaks text into lines of at most width characters, at spaces.
+func wrap(text string, width int) string {
+	var lines []string
+	line := ""
+	for _, w := range strings.Fields(text) {
+		if line != "" && len(line)+1+len(w) > width {
+			lines = append(lines, line)
+			line = ""
+		}
+		if line != "" {
+			line += " "
+		}
+		line += w
+	}
+	if line != "" {
+		lines = append(lines, line)
+	}
+	return strings.Join(lines, "\n")
 }

@@ -68,6 +68,10 @@
     state.step = step;
     renderPoints();
     $('point-title').textContent = 'loading…';
+    $('choices').textContent = '';
+    delete $('choices').dataset.step;
+    state.items = [];
+    refreshRun();
     get('api/choices?step=' + step).then(function (c) {
       state.choices = c;
       renderChoices(c);
@@ -105,18 +109,18 @@
   }
 
   function fieldset(kind, title, subtitle) {
-    var fs = el('fieldset', 'choice');
+    var fs = el('div', 'choice');
     fs.dataset.kind = kind;
-    var lg = el('legend');
+    var head = el('div', 'head');
     var lab = el('label');
     var cb = el('input');
     cb.type = 'checkbox';
     cb.className = 'toggle';
     lab.appendChild(cb);
-    lab.appendChild(el('span', '', title));
-    lg.appendChild(lab);
-    fs.appendChild(lg);
-    if (subtitle) fs.appendChild(el('div', 'muted', subtitle));
+    lab.appendChild(el('span', 'title', title));
+    head.appendChild(lab);
+    if (subtitle) head.appendChild(el('span', 'muted sub', subtitle));
+    fs.appendChild(head);
     var body = el('div', 'body');
     body.hidden = true;
     fs.appendChild(body);
@@ -323,7 +327,7 @@
 
   function group(box, title, items) {
     if (!items.length) return;
-    box.appendChild(el('h3', 'group', title));
+    box.appendChild(el('h3', 'choice-group', title));
     items.forEach(function (it) { box.appendChild(it.fs); state.items.push(it); });
   }
 
@@ -332,6 +336,7 @@
     box.textContent = '';
     state.items = [];
     var p = c.point;
+    if (p.step !== state.step) return; // another point was picked meanwhile
     $('point-title').textContent = 'at step ' + p.step + ': ' + p.description + ' — ' + c.code;
     var tools = c.outputs.filter(function (o) { return o.kind === 'tool_result'; }).map(outputItem);
     var models = c.outputs.filter(function (o) { return o.kind === 'llm_response'; }).map(outputItem);
@@ -352,6 +357,8 @@
       valueItem('param', { value: '0' }, 'another parameter', true)]);
     // The policy: the tools of the run, those of the tail first.
     var allow = $('allow-tools');
+    var was = {};
+    [].forEach.call(doc.querySelectorAll('.allow-tool'), function (cb) { was[cb.value] = cb.checked; });
     allow.textContent = '';
     c.tools.forEach(function (t) {
       var lab = el('label');
@@ -359,18 +366,25 @@
       cb.type = 'checkbox';
       cb.value = t;
       cb.className = 'allow-tool';
+      cb.checked = !!was[t];
       cb.addEventListener('change', policyChanged);
       lab.appendChild(cb);
       lab.appendChild(el('code', '', t));
       allow.appendChild(lab);
     });
     $('policy').hidden = false;
+    box.dataset.step = p.step;
     refreshRun();
   }
 
+  function otherTools() {
+    return $('allow-other').value.split(',').map(function (s) { return s.trim(); }).filter(function (s) { return s; });
+  }
+  $('allow-other').addEventListener('input', policyChanged);
+
   function policyChanged() {
     var mode = doc.querySelector('input[name=policy]:checked').value;
-    var any = [].some.call(doc.querySelectorAll('.allow-tool'), function (cb) { return cb.checked; });
+    var any = otherTools().length > 0 || [].some.call(doc.querySelectorAll('.allow-tool'), function (cb) { return cb.checked; });
     if (any && mode !== 'allow') doc.querySelector('input[name=policy][value=allow]').checked = true;
     $('allow-warning').hidden = !(any || mode === 'allow');
     refreshRun();
@@ -381,7 +395,10 @@
     var mode = doc.querySelector('input[name=policy]:checked').value;
     var p = { memoize: $('memoize').checked };
     if (mode === 'block') p.block = true;
-    if (mode === 'allow') p.allow = [].filter.call(doc.querySelectorAll('.allow-tool'), function (cb) { return cb.checked; }).map(function (cb) { return cb.value; });
+    if (mode === 'allow') {
+      p.allow = [].filter.call(doc.querySelectorAll('.allow-tool'), function (cb) { return cb.checked; }).map(function (cb) { return cb.value; });
+      otherTools().forEach(function (t) { if (p.allow.indexOf(t) < 0) p.allow.push(t); });
+    }
     return p;
   }
 
@@ -459,7 +476,7 @@
       td.appendChild(sel);
       tr.appendChild(td);
       tr.appendChild(el('td', '', r.id));
-      tr.appendChild(el('td', '', 'step ' + r.step + ' · ' + r.point));
+      tr.appendChild(el('td', '', r.point));
       var ch = el('td', 'chg');
       if (!r.changes.length) ch.appendChild(el('div', 'muted', 'none (a null fork)'));
       r.changes.forEach(function (c) { ch.appendChild(el('div', '', c)); });

@@ -97,6 +97,12 @@ type tab struct {
 
 func newTab(t *testing.T) *tab {
 	t.Helper()
+	return newTabFor(t, 90*time.Second)
+}
+
+// newTabFor is newTab with the time the tab may take.
+func newTabFor(t *testing.T, limit time.Duration) *tab {
+	t.Helper()
 	ctx, cancel := chromedp.NewContext(browser(t))
 	if err := chromedp.Do(ctx); err != nil { // open the tab before it has a timeout
 		t.Fatal(err)
@@ -117,7 +123,7 @@ func newTab(t *testing.T) *tab {
 			}
 		}
 	}()
-	tctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
+	tctx, cancelTimeout := context.WithTimeout(ctx, limit)
 	tb.ctx = tctx
 	t.Cleanup(func() {
 		// Let the last messages arrive, then stop listening.
