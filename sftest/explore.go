@@ -66,9 +66,11 @@ func init() {
 var (
 	// exploreMu lets one session run at a time.
 	exploreMu sync.Mutex
-	// explored holds the names of the tests whose session ran (or was
-	// refused), so that a test explores once and its subtests not at all.
+	// explored holds the names of the running tests whose session is
+	// arranged (or was refused), so that a test explores once and its
+	// subtests not at all; asked holds those tests themselves.
 	explored sync.Map // string → bool
+	asked    sync.Map // testing.TB → bool
 	// exploreReady is told each session's address (tests replace it).
 	exploreReady = func(url string) {}
 	// terminal is where the session's messages go besides the test's
@@ -97,8 +99,13 @@ func exploring(t testing.TB) (bool, error) {
 		}
 		p = p[:i]
 	}
-	_, done := explored.LoadOrStore(name, true)
-	return !done, nil
+	if _, done := explored.LoadOrStore(name, true); done {
+		return false, nil
+	}
+	// The mark lasts as long as the test (its session included), so that a
+	// test run again (go test -count) explores again.
+	t.Cleanup(func() { explored.Delete(name) })
+	return true, nil
 }
 
 // inCI reports whether the environment says the tests run in CI.
@@ -128,6 +135,7 @@ func exploreAt(t testing.TB, helper string, base *trace.Trace, agent replay.Agen
 	if !ok || base == nil || agent == nil {
 		return
 	}
+	asked.Store(t, true)
 	if inCI() {
 		t.Errorf("sftest: -%s is refused under CI=%s: a session waits for a person at a browser. Drop the flag from the CI's command.", ExploreFlag, os.Getenv("CI"))
 		return
@@ -204,7 +212,7 @@ func exploreLoaded(t testing.TB, path string) {
 	}
 	t.Cleanup(func() {
 		loaded.Delete(t)
-		if _, done := explored.Load(t.Name()); done {
+		if _, done := asked.LoadAndDelete(t); done {
 			return
 		}
 		msg := fmt.Sprintf("sftest: -%s selects %s, which loaded %s but gave sftest no agent with it, so there was nothing to explore: pass the run to sftest.Fork, Sweep or Replay with the agent.", ExploreFlag, t.Name(), path)

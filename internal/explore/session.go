@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stepfork/stepfork/fork"
+	"github.com/stepfork/stepfork/internal/usd"
 	"github.com/stepfork/stepfork/replay"
 	"github.com/stepfork/stepfork/trace"
 	"github.com/stepfork/stepfork/trace/diff"
@@ -232,7 +233,7 @@ type runJSON struct {
 	Status     string   `json:"status,omitempty"`
 	BaseStatus string   `json:"base_status"`
 	Divergence string   `json:"divergence,omitempty"`
-	Cost       float64  `json:"cost"`
+	Cost       string   `json:"cost"` // incurred, as every text of the module shows an amount (usd.Format)
 	Tokens     int64    `json:"tokens"`
 	LiveModel  int      `json:"live_model_calls"`
 	LiveTool   int      `json:"live_tool_calls"`
@@ -269,7 +270,7 @@ func (s *session) listRuns() []runJSON {
 				j.Error = firstLine(v.Err.Error())
 			}
 			j.Divergence = divergence(v.Diff)
-			j.Cost, j.Tokens, j.LiveModel, j.LiveTool = v.IncurredCost, v.IncurredTokens, v.LiveModelCalls, v.LiveToolCalls
+			j.Cost, j.Tokens, j.LiveModel, j.LiveTool = usd.Format(v.IncurredCost), v.IncurredTokens, v.LiveModelCalls, v.LiveToolCalls
 			j.Served = len(v.MemoHits) + len(v.Replayed)
 			for _, h := range v.Suppressed {
 				j.Held = append(j.Held, fmt.Sprintf("step %d %s '%s': %s", h.Step, h.Kind, h.Tool, h.Reason))

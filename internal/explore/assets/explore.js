@@ -27,7 +27,6 @@
       headers: { 'Content-Type': 'application/json', 'X-Stepfork-Token': token },
       body: JSON.stringify(body || {}) }).then(answer);
   }
-  function cost(c) { return '$' + (c || 0).toFixed(4); }
   function status(s) { return el('span', 'status s-' + s, s); }
 
   var state = { points: [], step: null, choices: null, items: [], runs: [], running: false,
@@ -494,7 +493,7 @@
       (r.unused || []).forEach(function (u) { st.appendChild(el('div', 'note', 'unused: ' + u)); });
       tr.appendChild(st);
       tr.appendChild(el('td', 'div', r.divergence || ''));
-      tr.appendChild(el('td', '', r.status ? cost(r.cost) + ' · ' + r.tokens + ' tok' : ''));
+      tr.appendChild(el('td', '', r.status ? r.cost + ' · ' + r.tokens + ' tok' : ''));
       tr.appendChild(el('td', '', r.status ? r.live_model_calls + ' model, ' + r.live_tool_calls + ' tool; ' + r.served + ' served' : ''));
       tr.appendChild(el('td', '', r.seconds.toFixed(1) + ' s'));
       var act = el('td');
