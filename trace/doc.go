@@ -39,11 +39,17 @@
 // such as fork.json that it lists.
 //
 // Redaction runs before hashing and writing: values under sensitive keys
-// (api_key, accessToken, password, …) and credential patterns (stepfork's
-// Bearer tokens, sk-, ghp_, gho_, github_pat_, and what secret scanners
-// catch: AWS, Google, Slack, Stripe, GitLab, npm keys, JWTs, PEM private
-// keys; see [RedactString]) become "[REDACTED]", recorded as
-// JSON Pointers in redactions.json and in each event's redactions list.
+// (api_key, accessToken, password, …) and credentials in any string
+// (stepfork's Bearer tokens, sk-, ghp_, gho_, github_pat_; what secret
+// scanners catch: AWS, Google, Slack, Stripe, GitLab, npm, Hugging Face
+// keys, JWTs, PEM private keys; HTTP Basic credentials, passwords in URLs
+// and DSNs, api_key=… and password: … in free text; see [RedactString])
+// become "[REDACTED]", recorded as JSON Pointers in redactions.json and in
+// each event's redactions list. A credential is found glued to the word
+// before it, after an escape of JSON text, and in an object's key (the
+// member is kept under the redacted key). A credential in a field that
+// cannot be redacted without breaking the trace (an id, the run id) is
+// [ErrProtectedField]: the trace is not written.
 //
 // # Calls, nodes and behavior
 //

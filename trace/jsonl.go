@@ -600,28 +600,7 @@ func (p *payloadSum) storedAs(stored string) bool {
 // canonical form every substring it looks for appears as it is, since none
 // of their characters is escaped.
 func mayHoldCredentialBytes(b []byte) bool {
-	for _, a := range credentialAnchors {
-		if bytes.Contains(b, []byte(a)) {
-			return true
-		}
-	}
-	return containsFoldBearerBytes(b, 'b') || containsFoldBearerBytes(b, 'B')
-}
-
-// containsFoldBearerBytes reports whether "bearer", in any ASCII case and
-// starting with the byte first, is in b. It jumps from one first byte to
-// the next with IndexByte, which is much faster than a loop over every byte.
-func containsFoldBearerBytes(b []byte, first byte) bool {
-	for {
-		i := bytes.IndexByte(b, first)
-		if i < 0 || len(b)-i < 6 {
-			return false
-		}
-		if bytes.EqualFold(b[i:i+6], []byte("bearer")) {
-			return true
-		}
-		b = b[i+1:]
-	}
+	return anchorMask(unsafe.String(unsafe.SliceData(b), len(b))) != 0
 }
 
 // payload reads any JSON value into its canonical form.

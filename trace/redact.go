@@ -2,7 +2,6 @@ package trace
 
 import (
 	"errors"
-	"regexp"
 	"strconv"
 	"strings"
 )
@@ -71,188 +70,11 @@ func IsSensitiveKey(key string) bool {
 	return sensitiveKeys[string(buf[:n])]
 }
 
-// Python's \s and \b are Unicode-aware; RE2's are ASCII. The space class below
-// covers every character Python's \s matches, so Go redacts at least what
-// Python does. \b stays ASCII: Go may redact a token Python would keep (after
-// a non-ASCII letter), never the reverse.
-const pySpace = `[\s\x{1c}-\x{1f}\x{85}\p{Z}]`
-
-// pemBody is what may stand between the lines of a PEM block: base64, the
-// headers of an encrypted key, line breaks, and the escapes \n, \r, \t that
-// stand for line breaks in JSON or escaped output (never \" or \\, so a
-// redacted block inside a JSON string leaves the string well formed).
-const pemBody = `(?:[A-Za-z0-9+/=\s:,.-]|\\[nrt])`
-
-// pemCut is what the rest of a PEM block cut short may hold: base64 and
-// line breaks, so that the text after it is kept.
-const pemCut = `(?:[A-Za-z0-9+/=\r\n]|\\[nrt])`
-
-// credentialPatterns are the credential patterns, in the order they are
-// applied: stepfork's six (Bearer tokens after an Authorization header and
-// alone, sk-, ghp_, gho_, github_pat_) and the common ones of secret
-// scanners' default rules (gitleaks, GitHub secret scanning).
-//
-// stepfork's first two patterns, (?i)(Authorization:\s*Bearer\s+)(TOKEN) and
-// (?i)(Bearer\s+)(TOKEN) with TOKEN [A-Za-z0-9._~+/=-]{8,}, keep their
-// first group and replace the token; redactBearer applies both at once.
-var credentialPatterns = []*regexp.Regexp{
-	regexp.MustCompile(`\b(sk-[A-Za-z0-9_-]{8,})\b`),
-	regexp.MustCompile(`\b(ghp_[A-Za-z0-9_]{8,})\b`),
-	regexp.MustCompile(`\b(gho_[A-Za-z0-9_]{8,})\b`),
-	regexp.MustCompile(`\b(github_pat_[A-Za-z0-9_]{8,})\b`),
-	// GitHub user-to-server, server-to-server and refresh tokens.
-	regexp.MustCompile(`\b((?:ghu|ghs|ghr)_[A-Za-z0-9_]{8,})\b`),
-	// GitLab personal access tokens.
-	regexp.MustCompile(`\b(glpat-[A-Za-z0-9_-]{20,})`),
-	// npm access tokens.
-	regexp.MustCompile(`\b(npm_[A-Za-z0-9]{36})\b`),
-	// AWS access key ids: long-term (AKIA), temporary (ASIA), and the
-	// other kinds' prefixes.
-	regexp.MustCompile(`\b((?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA)[A-Z0-9]{16})\b`),
-	// Google API keys.
-	regexp.MustCompile(`\b(AIza[A-Za-z0-9_-]{35})`),
-	// Slack tokens (bot, user, app-level, refresh, configuration) and
-	// incoming webhooks.
-	regexp.MustCompile(`\b(xox[abeoprs]-[A-Za-z0-9-]{10,})`),
-	regexp.MustCompile(`\b(xapp-[A-Za-z0-9-]{10,})`),
-	regexp.MustCompile(`(hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/+-]{16,})`),
-	// Stripe secret and restricted keys.
-	regexp.MustCompile(`\b((?:sk|rk)_(?:live|test|prod)_[A-Za-z0-9]{10,})`),
-	// JSON Web Tokens: a header and a payload that are base64url JSON
-	// objects, and a signature (empty for an unsigned token).
-	regexp.MustCompile(`\b(eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*)`),
-	// PEM private keys, from the BEGIN line to the END line, or to the end
-	// of what looks like the key when the block is cut short.
-	regexp.MustCompile(`-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----(?:` + pemBody + `*?-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----|` + pemCut + `*)`),
-}
-
-// credentialAnchors are substrings of which every match of a credential
-// pattern holds one ("bearer" in any case aside): a string without them
-// cannot match.
-var credentialAnchors = []string{
-	"sk-", "ghp_", "gho_", "github_pat_", "ghu_", "ghs_", "ghr_", "glpat-", "npm_",
-	"A3T", "AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AROA", "AIPA", "ANPA", "ANVA", "APKA",
-	"AIza", "xox", "xapp-", "hooks.slack.com", "sk_", "rk_", "eyJ", "PRIVATE KEY",
-}
-
-// anchorPairs is a filter of the first two bytes of the anchors ("bearer"
-// in any case included): bit c2 of anchorPairs[c1] is set when some anchor
-// starts with c1 c2. Every anchor is at least three bytes long.
-var anchorPairs = func() (t [256][4]uint64) {
-	set := func(a string) { t[a[0]][a[1]>>6] |= 1 << (a[1] & 63) }
-	for _, a := range credentialAnchors {
-		set(a)
-	}
-	for _, a := range []string{"be", "bE", "Be", "BE"} {
-		set(a)
-	}
-	return t
-}()
-
-// mayHoldCredential is a cheap filter: a string with none of the anchors
-// (or "bearer") cannot match any credential pattern. It reads s once,
-// looking at pairs of bytes, and compares anchors only where a pair starts
-// one.
-func mayHoldCredential(s string) bool {
-	for i := 0; i+2 < len(s); i++ {
-		c, d := s[i], s[i+1]
-		if anchorPairs[c][d>>6]&(1<<(d&63)) == 0 {
-			continue
-		}
-		if c == 'b' || c == 'B' {
-			if len(s)-i >= 6 && strings.EqualFold(s[i:i+6], "bearer") {
-				return true
-			}
-			continue
-		}
-		for _, a := range credentialAnchors {
-			if a[0] == c && a[1] == d && strings.HasPrefix(s[i:], a) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// containsFoldBearer reports whether s contains "bearer" in any ASCII case.
-func containsFoldBearer(s string) bool {
-	for i := 0; i+6 <= len(s); i++ {
-		if c := s[i]; (c == 'b' || c == 'B') && strings.EqualFold(s[i:i+6], "bearer") {
-			return true
-		}
-	}
-	return false
-}
-
-// RedactString replaces every match of the credential patterns in s by
-// "[REDACTED]" (after a Bearer or Authorization: Bearer prefix, the token
-// alone) and reports whether anything was replaced. The patterns are
-// stepfork's six (Bearer tokens, sk-, ghp_, gho_, github_pat_) and what
-// secret scanners catch by default: GitHub's other tokens (ghu_, ghs_,
-// ghr_), GitLab (glpat-) and npm (npm_) tokens, AWS access key ids (AKIA…,
-// ASIA…), Google API keys (AIza…), Slack tokens (xoxb-…, xapp-…) and
-// webhooks, Stripe keys (sk_live_…, rk_live_…), JSON Web Tokens, and PEM
-// private-key blocks. The string "[REDACTED]" is left as it is.
-func RedactString(s string) (string, bool) {
-	if s == Redacted || !mayHoldCredential(s) {
-		return s, false
-	}
-	out := redactBearer(s)
-	for _, re := range credentialPatterns {
-		out = re.ReplaceAllLiteralString(out, Redacted)
-	}
-	return out, out != s
-}
-
-// bearerPrefix is "Bearer" in any case and the white space after it.
-var bearerPrefix = regexp.MustCompile(`(?i)Bearer` + pySpace + `+`)
-
-// redactBearer replaces the token after every "Bearer" (in any case) and
-// white space: a run of at least 8 of [A-Za-z0-9._~+/=-]. Python applies
-// this as two regular expressions (after "Authorization:" and alone) whose
-// results are the same; unlike their non-overlapping matches, every
-// "Bearer" counts here, even one inside the token of another, so that a
-// string joined from two redacted ones (a label "provider/model") never
-// shows a token: "p-Bearer AAAAAAAA/m-Bearer BBBBBBBB" becomes
-// "p-Bearer [REDACTED] [REDACTED]", not "p-Bearer [REDACTED] BBBBBBBB".
-func redactBearer(s string) string {
-	if !containsFoldBearer(s) {
-		return s
-	}
-	var b strings.Builder
-	last := 0
-	for _, m := range bearerPrefix.FindAllStringIndex(s, -1) {
-		start := m[1]
-		if start < last {
-			continue // inside a token already replaced
-		}
-		end := start
-		for end < len(s) && isBearerTokenByte(s[end]) {
-			end++
-		}
-		if end-start < 8 {
-			continue
-		}
-		b.WriteString(s[last:start])
-		b.WriteString(Redacted)
-		last = end
-	}
-	if last == 0 {
-		return s
-	}
-	b.WriteString(s[last:])
-	return b.String()
-}
-
-func isBearerTokenByte(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("._~+/=-", c) >= 0
-}
-
 // mayNeedRedaction is a cheap filter over canonical text: a value that passes
 // neither mayHoldCredential nor hasSensitiveAnchor has neither a sensitive key
 // nor a credential.
 func mayNeedRedaction(s string) bool {
-	return mayHoldCredential(s) || hasSensitiveAnchor(s)
+	return anchorMask(s) != 0 || hasSensitiveAnchor(s) // a key=value secret holds a sensitive anchor
 }
 
 // hasSensitiveAnchor reports whether canonical JSON text, normalized as
@@ -407,7 +229,17 @@ func redactWalk(v Value, path *pointerPath, fs *[]Finding) Value {
 		changed := false
 		n := 0
 		for k, x := range v.Members() {
-			*path = append((*path)[:depth], pathSegment{key: k})
+			key := k
+			if anchorMask(k) != 0 { // a key may hold a credential too
+				if rk, hit := RedactString(k); hit {
+					// The member keeps its place under a redacted key,
+					// made unique among the object's keys.
+					key = uniqueKey(v, ms, rk)
+					*path = append((*path)[:depth], pathSegment{key: key})
+					*fs = append(*fs, Finding{path.pointer(), ReasonCredentialPattern})
+				}
+			}
+			*path = append((*path)[:depth], pathSegment{key: key})
 			r := x
 			if IsSensitiveKey(k) {
 				if x != redactedValue {
@@ -417,7 +249,7 @@ func redactWalk(v Value, path *pointerPath, fs *[]Finding) Value {
 			} else {
 				r = redactWalk(x, path, fs)
 			}
-			if r != x && !changed {
+			if (r != x || key != k) && !changed {
 				changed = true
 				ms = make([]Member, 0, n+1)
 				for k2, x2 := range v.Members() { // the members before this one, unchanged
@@ -428,7 +260,7 @@ func redactWalk(v Value, path *pointerPath, fs *[]Finding) Value {
 				}
 			}
 			if changed {
-				ms = append(ms, Member{k, r})
+				ms = append(ms, Member{key, r})
 			}
 			n++
 		}
@@ -440,6 +272,30 @@ func redactWalk(v Value, path *pointerPath, fs *[]Finding) Value {
 		return out
 	}
 	return v
+}
+
+// uniqueKey returns key, or key with " (2)", " (3)"… after it, so that it
+// is neither a key of obj nor of the members kept so far.
+func uniqueKey(obj Value, kept []Member, key string) string {
+	taken := func(k string) bool {
+		if !obj.Get(k).IsAbsent() {
+			return true
+		}
+		for _, m := range kept {
+			if m.Key == k {
+				return true
+			}
+		}
+		return false
+	}
+	if !taken(key) {
+		return key
+	}
+	for n := 2; ; n++ {
+		if k := key + " (" + strconv.Itoa(n) + ")"; !taken(k) {
+			return k
+		}
+	}
 }
 
 func escapePointer(s string) string {

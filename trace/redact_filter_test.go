@@ -7,25 +7,58 @@ import (
 	"testing"
 )
 
-// naiveMayHoldCredential is the filter's definition: some anchor, or
-// "bearer" in any case, is a substring.
-func naiveMayHoldCredential(s string) bool {
+// plainAnchors are the anchors that need nothing after them.
+func plainAnchors() []string {
+	var out []string
 	for _, a := range credentialAnchors {
+		if a.group != gURL && a.group != gDSN {
+			out = append(out, a.s)
+		}
+	}
+	return out
+}
+
+// naiveMayHoldCredential is the filter's definition: some plain anchor, or
+// "bearer" in any case, is a substring; or one of the anchors that need a
+// look after them is followed by what they need; or a key=value secret is
+// there.
+func naiveMayHoldCredential(s string) bool {
+	for _, a := range plainAnchors() {
 		if strings.Contains(s, a) {
 			return true
 		}
 	}
-	return strings.Contains(strings.ToLower(s), "bearer")
+	low := []byte(s) // lower case, ASCII only, so that offsets stay
+	for i, c := range low {
+		if c >= 'A' && c <= 'Z' {
+			low[i] = c + 'a' - 'A'
+		}
+	}
+	if strings.Contains(string(low), "bearer") {
+		return true
+	}
+	for i := range len(s) {
+		if strings.HasPrefix(string(low[i:]), "basic") && basicAt(s, i+5) > 0 ||
+			strings.HasPrefix(s[i:], "://") && userinfoPassword(s, i+3) >= 0 ||
+			(strings.HasPrefix(s[i:], "@tcp(") || strings.HasPrefix(s[i:], "@unix(")) && dsnPassword(s, i) >= 0 {
+			return true
+		}
+	}
+	start, _, _ := nextKeyValue(s, 0)
+	return start >= 0
 }
 
 // TestMayHoldCredentialIsItsDefinition compares the pair filter with the
 // definition on strings built from anchors, their prefixes and noise, at
-// every position, including the very end.
+// every position, including the very end; and checks that a string the
+// filter passes over is one RedactString keeps.
 func TestMayHoldCredentialIsItsDefinition(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(1, 2))
 	pieces := append([]string{"", "a", "s", "k", "-", "_", "b", "B", "e", "r", "A", "I", "z", "x", "o", "y", "J", "P",
-		"bEaReR", "Bearer ", "bea", "RIVATE", "PRIVATE KE", "ghp", "AKI", "ey", "sk", "ü", "\u212a", `"`, "\\"}, credentialAnchors...)
+		"bEaReR", "Bearer ", "bea", "RIVATE", "PRIVATE KE", "ghp", "AKI", "ey", "sk", "ü", "\u212a", `"`, "\\",
+		"Basic ", "dXNlcjpwYXNz", "https://", "u:p@", "user:", "@tcp(", "h)/db", "api_key", "=", ":", " ", "password",
+		"hunter22", "'", "secret", "\\\"", "[REDACTED]", "@", "/"}, plainAnchors()...)
 	for i := 0; i < 20000; i++ {
 		var b strings.Builder
 		for n := r.IntN(6); n >= 0; n-- {
@@ -35,8 +68,14 @@ func TestMayHoldCredentialIsItsDefinition(t *testing.T) {
 		if got, want := mayHoldCredential(s), naiveMayHoldCredential(s); got != want {
 			t.Fatalf("mayHoldCredential(%q) = %v, want %v", s, got, want)
 		}
+		if red, hit := RedactString(s); !mayHoldCredential(s) && (hit || red != s) {
+			t.Fatalf("RedactString(%q) = %q, but the filter passes over it", s, red)
+		}
+		if got, want := mayHoldCredentialBytes([]byte(s)), mayHoldCredential(s); got != want {
+			t.Fatalf("mayHoldCredentialBytes(%q) = %v, mayHoldCredential %v", s, got, want)
+		}
 	}
-	for _, a := range append(credentialAnchors, "bearer", "BEARER") {
+	for _, a := range append(plainAnchors(), "bearer", "BEARER") {
 		for _, s := range []string{a, "x" + a, a + "x", "xx" + a[:len(a)-1]} {
 			if got, want := mayHoldCredential(s), naiveMayHoldCredential(s); got != want {
 				t.Errorf("mayHoldCredential(%q) = %v, want %v", s, got, want)
@@ -83,7 +122,12 @@ func redactWalkEager(v Value, path string, fs *[]Finding) Value {
 		var ms []Member
 		changed := false
 		for k, x := range v.Members() {
-			p := path + "/" + escapePointer(k)
+			key := k
+			if rk, hit := RedactString(k); hit {
+				key = uniqueKey(v, ms, rk)
+				*fs = append(*fs, Finding{path + "/" + escapePointer(key), ReasonCredentialPattern})
+			}
+			p := path + "/" + escapePointer(key)
 			r := x
 			if IsSensitiveKey(k) {
 				if x != redactedValue {
@@ -93,8 +137,8 @@ func redactWalkEager(v Value, path string, fs *[]Finding) Value {
 			} else {
 				r = redactWalkEager(x, p, fs)
 			}
-			changed = changed || r != x
-			ms = append(ms, Member{k, r})
+			changed = changed || r != x || key != k
+			ms = append(ms, Member{key, r})
 		}
 		if !changed {
 			return v
