@@ -356,7 +356,11 @@ func (s *session) save(id int) (string, error) {
 		if _, err := os.Lstat(path); err == nil {
 			continue
 		}
-		err := r.V.Trace.Save(path) // refuses to replace a bundle that appeared meanwhile
+		// A copy: Save records the path in the trace, which pages being
+		// rendered meanwhile read. It refuses to replace a bundle that
+		// appeared since the check above.
+		cp := *r.V.Trace
+		err := cp.Save(path)
 		if errors.Is(err, os.ErrExist) {
 			continue
 		}

@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/stepfork/stepfork/trace"
 )
 
 // repoRoot is the repository's root directory.
@@ -339,6 +341,16 @@ func TestExploreRefund(t *testing.T) {
 	// Writing again never overwrites it: the next name is taken.
 	tb.do(t, chromedp.Click(chromedp.CSS(`#write-btn`)))
 	tb.wait(t, `document.getElementById('code-msg').textContent.includes('explore2_test.go')`)
+	// Save run 2 as a bundle, under the test's testdata.
+	tb.do(t, chromedp.Click(chromedp.CSS(`#save-btn`)))
+	tb.wait(t, `document.getElementById('save-msg').textContent.startsWith('saved: ')`)
+	saved := strings.TrimPrefix(tb.text(t, "#save-msg"), "saved: ")
+	if saved != filepath.Join("testdata", "explore", "TestRefundNeedsApproval-run-2.sftrace") {
+		t.Errorf("run 2 was saved as %s", saved)
+	}
+	if tr, err := trace.Load(filepath.Join(dir, saved)); err != nil || tr.Status != trace.RunCompleted {
+		t.Errorf("the saved bundle: %v", err)
+	}
 	all := tb.everything(t)
 	if strings.Contains(all, "sk-test-5f0c2a9d41e84b7c") {
 		t.Error("the page shows the fake server's API key")
