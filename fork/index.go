@@ -230,18 +230,14 @@ type groupSpan struct{ first, last int32 }
 // indexGroups finds the spans of the concurrent groups: a fork inside one
 // would split calls whose order is an accident of scheduling.
 func (ix *index) indexGroups() {
-	data := ix.tr.Extras[trace.LanesFile]
-	if len(data) == 0 {
-		return
-	}
-	lanes, err := trace.Lanes(data)
-	if err != nil {
+	lanes := ix.tr.EventLanes()
+	if lanes == nil {
 		return
 	}
 	spans := map[int32]*groupSpan{} // scope (parent event) → its group's span
 	var order []int32
 	for i := range ix.tr.Events {
-		if lanes[ix.tr.Events[i].ID] < 1 {
+		if lanes[i].Number < 1 {
 			continue
 		}
 		sc := ix.parent[i]

@@ -67,15 +67,20 @@ type Call struct {
 func (c *Call) Concurrent() bool { return c.Lane > 0 }
 
 // LanesFile is the extra bundle file ([Trace.Extras]) that records which
-// calls and nodes were made from goroutines other than their scope's own: a
-// JSON object from the tool_call, llm_request or node-enter marker event's
-// id to its lane ([Call.Lane]), listing only lanes of 1 or more. Calls in a
-// node entered on such a goroutine are as unordered, relative to the rest of
-// their scope, as the node itself. A run made on one goroutine has none. Like every extra file it
-// is listed in, and verified by, integrity.json.
+// operations of a run were made from goroutines other than their scope's
+// own: a JSON object from an event's id to its lane ([EventLane.Number]),
+// listing only lanes of 1 or more. The events it names are the run's
+// operations: tool_call and llm_request events, runtime markers (a node's
+// enter marker stands for the node) and plain state_change events (bundles
+// written before every operation had a lane list calls and node enters
+// only). What happened inside an operation made on such a goroutine (a
+// node's events, a call's result and body) is as unordered, relative to the
+// rest of the scope, as the operation itself. A run made on one goroutine
+// has none. Like every extra file it is listed in, and verified by,
+// integrity.json.
 const LanesFile = "lanes.json"
 
-// Lanes decodes a [LanesFile]: call event id → lane (1 or more). It reports
+// Lanes decodes a [LanesFile]: event id → lane (1 or more). It reports
 // an error for anything else than a JSON object of positive integers.
 func Lanes(data []byte) (map[string]int, error) {
 	var m map[string]int
@@ -92,6 +97,35 @@ func Lanes(data []byte) (map[string]int, error) {
 	}
 	return m, nil
 }
+
+// EventLane is where one event of a run was made, as the run's
+// [LanesFile] records it ([Trace.EventLanes]).
+//
+// A run is a tree of scopes: the run itself, each node, each call whose
+// body ran. The operations one goroutine makes in a scope are ordered; those
+// other goroutines make in it (its concurrent group) are not, relative to
+// them or to each other: their order is an accident of scheduling, and
+// replay, forks and the diff match them as a set.
+type EventLane struct {
+	// Number is the event's lane in its scope: 0 for the goroutine that
+	// opened the scope (and for every event the lanes file does not list),
+	// n for the n-th other goroutine that made an operation in it.
+	Number int
+	// Free says the event is unordered relative to the rest of its scope:
+	// it was made on another goroutine than the scope's own (Number ≥ 1),
+	// or inside an operation that was (a call's result, a node's events).
+	Free bool
+}
+
+// EventLanes returns, for each event of the run (in file order), its lane
+// and whether it belongs to a concurrent group (see [EventLane]), from the
+// run's [LanesFile]; nil when the run has none or it is unreadable (every
+// event then has lane 0 and is ordered). An event is inside the event its
+// parent_id names when that one comes earlier in the file.
+//
+// The list is computed once per trace and shared, like [Trace.Calls]: do
+// not modify it.
+func (t *Trace) EventLanes() []EventLane { return t.structure().eventLanes(t.Extras[LanesFile]) }
 
 // Missing reports whether nothing answered the call: no result and no
 // failure was recorded.
@@ -141,6 +175,8 @@ type structure struct {
 	callList  []Call
 	nodesOnce sync.Once
 	nodeList  []Node
+	lanesOnce sync.Once
+	laneList  []EventLane
 }
 
 var structures sync.Map // weak.Pointer[Trace] → *structure
@@ -187,6 +223,35 @@ func (s *structure) calls(lanes []byte) []Call {
 		}
 	})
 	return s.callList
+}
+
+func (s *structure) eventLanes(data []byte) []EventLane {
+	s.lanesOnce.Do(func() {
+		if len(data) == 0 {
+			return
+		}
+		m, err := Lanes(data)
+		if err != nil || len(m) == 0 {
+			return
+		}
+		evs := s.evs
+		index := make(map[string]int32, len(evs))
+		for i := len(evs) - 1; i >= 0; i-- { // the first event with an id wins
+			index[evs[i].ID] = int32(i)
+		}
+		out := make([]EventLane, len(evs))
+		for i := range evs {
+			ev := &evs[i]
+			n := m[ev.ID]
+			free := n > 0
+			if j, ok := index[ev.ParentID]; ok && ev.ParentID != "" && int(j) < i && out[j].Free {
+				free = true
+			}
+			out[i] = EventLane{Number: n, Free: free}
+		}
+		s.laneList = out
+	})
+	return s.laneList
 }
 
 func (s *structure) nodes() []Node {

@@ -56,7 +56,10 @@
 // [Trace.Calls] pairs every tool_call and llm_request with what answered it
 // (its result, or the error it failed with), by one rule that every package
 // of the module uses; [Trace.Nodes] matches node exits to their enters;
-// [TotalsOf] counts a list of events and sums its cost. [Trace.Behavior]
+// [TotalsOf] counts a list of events and sums its cost; [Trace.EventLanes]
+// says which goroutine made each operation, relative to its scope, from the
+// bundle's [LanesFile], and so which events belong to a concurrent group,
+// whose order is not behavior. [Trace.Behavior]
 // reduces a run to its behavior steps: tool and model calls
 // with their results, state changes, errors, decisions, parameters, the node
 // path and the run end, without ids, times, tokens or costs. Package

@@ -14,12 +14,8 @@ import (
 // the group is the scope's path (the labels of the enclosing events), so
 // that the groups of two runs can be told apart and paired.
 func groupKeys(tr *trace.Trace, steps []trace.BehaviorStep) []string {
-	data := tr.Extras[trace.LanesFile]
-	if len(data) == 0 {
-		return nil
-	}
-	lanes, err := trace.Lanes(data)
-	if err != nil || len(lanes) == 0 {
+	lanes := tr.EventLanes()
+	if lanes == nil {
 		return nil
 	}
 	evs := tr.Events
@@ -27,16 +23,13 @@ func groupKeys(tr *trace.Trace, steps []trace.BehaviorStep) []string {
 	for i := len(evs) - 1; i >= 0; i-- {
 		index[evs[i].ID] = i
 	}
-	free := make([]bool, len(evs))
 	paths := make([]string, len(evs)) // the scope path inside each event
 	scope := make([]string, len(evs)) // the scope path each event was made in
 	for i := range evs {
 		ev := &evs[i]
 		if j, ok := index[ev.ParentID]; ok && ev.ParentID != "" && j < i {
 			scope[i] = paths[j]
-			free[i] = free[j]
 		}
-		free[i] = free[i] || lanes[ev.ID] > 0
 		if ev.Type != trace.RunStart {
 			paths[i] = scope[i] + "/" + scopepath.Label(ev)
 		}
@@ -44,7 +37,7 @@ func groupKeys(tr *trace.Trace, steps []trace.BehaviorStep) []string {
 	keys := make([]string, len(steps))
 	found := false
 	for n := range steps {
-		if i, ok := index[steps[n].EventID]; ok && free[i] {
+		if i, ok := index[steps[n].EventID]; ok && lanes[i].Free {
 			keys[n] = "\x00" + scope[i]
 			found = true
 		}
@@ -62,15 +55,38 @@ type stepContent struct {
 	payload trace.Value
 }
 
+// identity is what pairs two steps of a group whose content differs
+// before their type and label alone do: a call's input (so that two calls
+// whose results both changed are paired with the calls they stand for, not
+// by position, which would invent a change of input), a state write's
+// value.
+type identity struct {
+	typ   trace.StepType
+	label string
+	input trace.Value
+}
+
+func identityOf(s *trace.BehaviorStep) (identity, bool) {
+	switch s.Type {
+	case trace.StepTool, trace.StepLLM:
+		return identity{s.Type, s.Label, s.Payload.Get("input")}, true
+	case trace.StepState:
+		return identity{s.Type, s.Label, s.Payload.Get("after")}, true
+	}
+	return identity{}, false
+}
+
 // regroup orders the steps of each concurrent group of the variant (the
 // steps with the same group key) like their counterparts in the base, so
 // that the alignment pairs them whatever order the goroutines ran in. The
 // steps of a group are matched with the base's steps of the same group as
-// a multiset: first by equal content, then by type and label (they will
-// show as changed); the members keep the variant's positions of the group,
-// filled in the base's order, with the members that match nothing last in
-// their own order (they will show as added). Steps of no group do not move.
-// It returns vs itself when nothing moves, else a new slice.
+// a multiset: first by equal content, then by identity (a call's type,
+// label and input; a state write's key and value), then by type and label
+// (they will show as changed); the members keep the variant's positions of
+// the group, filled in the base's order, with the members that match
+// nothing last in their own order (they will show as added). Steps of no
+// group do not move. It returns vs itself when nothing moves, else a new
+// slice.
 func regroup(bs []trace.BehaviorStep, bk []string, vs []trace.BehaviorStep, vk []string) []trace.BehaviorStep {
 	baseOf := map[string][]int{}
 	for i, k := range bk {
@@ -98,10 +114,14 @@ func regroup(bs []trace.BehaviorStep, bk []string, vs []trace.BehaviorStep, vk [
 		cand := baseOf[k]
 		used := make([]bool, len(cand))
 		exact := map[stepContent][]int{}
+		byIdentity := map[identity][]int{}
 		byLabel := map[[2]string][]int{}
 		for c, bi := range cand {
 			b := &bs[bi]
 			exact[stepContent{b.Type, b.Label, b.Payload}] = append(exact[stepContent{b.Type, b.Label, b.Payload}], c)
+			if id, ok := identityOf(b); ok {
+				byIdentity[id] = append(byIdentity[id], c)
+			}
 			byLabel[[2]string{string(b.Type), b.Label}] = append(byLabel[[2]string{string(b.Type), b.Label}], c)
 		}
 		take := func(list []int) int {
@@ -117,6 +137,13 @@ func regroup(bs []trace.BehaviorStep, bk []string, vs []trace.BehaviorStep, vk [
 		for j, p := range pos {
 			v := &vs[p]
 			partner[j] = take(exact[stepContent{v.Type, v.Label, v.Payload}])
+		}
+		for j, p := range pos {
+			if partner[j] < 0 {
+				if id, ok := identityOf(&vs[p]); ok {
+					partner[j] = take(byIdentity[id])
+				}
+			}
 		}
 		for j, p := range pos {
 			if partner[j] < 0 {

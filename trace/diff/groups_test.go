@@ -52,6 +52,9 @@ func TestConcurrentGroupsCompareAsSets(t *testing.T) {
 		{"without lanes the order counts", []int{1, 2}, []int{2, 1}, nil, false, counts{0, 1, 1, 3}, ""},
 		{"a changed input still shows", []int{1, 2, 3}, []int{3, 9, 2}, map[int]int{9: 2}, true, counts{1, 0, 0, 4}, "input.i"},
 		{"a changed output still shows", []int{1, 2}, []int{2, 1}, map[int]int{1: 7}, true, counts{1, 0, 0, 3}, "output.v"},
+		// Both outputs changed: each call is paired with the call of its
+		// input, not by position (which would report inputs that changed).
+		{"two changed outputs pair by input", []int{1, 2}, []int{2, 1}, map[int]int{1: 7, 2: 9}, true, counts{2, 0, 0, 2}, "output.v"},
 		{"an extra call is added", []int{1, 2}, []int{2, 3, 1}, nil, true, counts{0, 1, 0, 4}, ""},
 		{"a missing call is removed", []int{1, 2, 3}, []int{3, 1}, nil, true, counts{0, 0, 1, 4}, ""},
 	} {
