@@ -134,8 +134,13 @@ type bound struct {
 	desc   string
 	claims []claim
 
-	label  string // output changes: tool name or model label; agent changes: target
-	occ    int    // output changes: occurrence, 0 for every tail call
+	label string // output changes: tool name or model label; agent changes: target
+	occ   int    // output changes: occurrence, 0 for every tail call
+	// call is, for an output change aimed at one recorded call, that
+	// call's event in the base (0: none, a target new in the tail or
+	// every call of a name): it applies to the tail call that stands for
+	// that recorded call, whichever goroutine makes it, and when.
+	call   int32
 	value  trace.Value
 	text   string
 	temp   float64
@@ -178,15 +183,26 @@ type Target struct {
 
 // OnStep targets the call at step n of the base run (the call event or its
 // result).
+//
+// A target that names one recorded call (OnStep, OnEvent, and OnCall with
+// an occurrence) is matched in the tail by what identifies that call, never
+// by when the call arrives: the change applies to the tail call that stands
+// for it, the pending recorded call with the same tool or model and input
+// (in a concurrent group, the one its goroutine's history points to, see
+// package replay), else the one strict matching would use; only when
+// neither is known does the occurrence decide. The substituted result
+// replaces that recorded call (it is consumed, as a served call is), so an
+// identical call of another goroutine is served its own recorded result.
 func OnStep(n int) Target { return Target{kind: targetStep, step: n} }
 
 // OnEvent targets the call with the given event id (the call event or its
-// result).
+// result), matched as [OnStep] says.
 func OnEvent(id string) Target { return Target{kind: targetEvent, id: id} }
 
 // OnCall targets call occurrence (1-based; 0 for every call in the tail) of
 // the tool name, or of the model label ("provider/model", or the model
-// alone).
+// alone). Occurrences count the base run's calls in file order; the call an
+// occurrence names is matched as [OnStep] says.
 func OnCall(name string, occurrence int) Target {
 	return Target{kind: targetCall, name: name, occ: occurrence}
 }
@@ -406,7 +422,8 @@ type outputChange struct {
 // ToolResult substitutes output (a [trace.Value], or anything
 // [trace.ValueOf] accepts) for what the targeted tool call of the tail
 // returns: the call is served output without executing, and without the
-// side-effect guard, since nothing touches the world.
+// side-effect guard, since nothing touches the world, in place of the
+// recorded call it stands for (see [OnStep] for how a target is matched).
 func ToolResult(target Target, output any) Change {
 	v, err := toValue(output)
 	return outputChange{target: target, output: v, err: err}
@@ -496,6 +513,13 @@ func (c outputChange) bind(ix *index, at Resolved, fresh bool) (*bound, error) {
 		}
 		b.label, b.occ, b.desc = t.name, t.occ, desc
 		b.claims = []claim{{kind: ck, name: t.name, occ: t.occ, every: t.occ == 0}}
+		if !fresh && t.occ > 0 {
+			kind := replay.KindTool
+			if c.llm {
+				kind = replay.KindLLM
+			}
+			b.call = ix.calls[callKey(kind, t.name)][t.occ-1]
+		}
 		return b, nil
 	}
 	call := i
@@ -511,6 +535,7 @@ func (c outputChange) bind(ix *index, at Resolved, fresh bool) (*bound, error) {
 	}
 	_, b.label = callIdentity(&evs[call])
 	b.occ = int(ix.occ[call])
+	b.call = int32(call)
 	b.desc = fmt.Sprintf("%s of '%s' call %d (step %d)", strings.TrimSuffix(desc, " of "+t.String()), b.label, b.occ, evs[call].Step)
 	b.claims = []claim{{kind: ck, name: b.label, occ: b.occ}}
 	return b, nil

@@ -29,7 +29,10 @@
 // [replay.Director]): every call before the position is served strictly
 // from the recording (no tool or model is touched; those events keep the
 // base's ids, payloads and hashes), and the calls from the position on form
-// the tail, run under the changes.
+// the tail, run under the changes. A call is before the position when the
+// recorded call or marker it stands for is (in a concurrent group, the one
+// the group matches it with), not by the order in which goroutines reach
+// it.
 //
 // Changes ([Change]) are plain values with a snake_case wire form, recorded
 // in fork.json: [ToolResult] and [LLMResponse] substitute what a tail call

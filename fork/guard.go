@@ -20,10 +20,11 @@ type Policy struct {
 }
 
 // Replay is the default policy: a tail tool call whose name and canonical
-// input equal a base call not yet consumed (the earliest such, so repeated
-// identical calls are served in recorded order) is served that call's
-// recorded result; any other tool call is blocked. The match is on the input
-// fingerprint, never on position alone.
+// input equal a base call not yet consumed is served that call's recorded
+// result (the earliest such, so repeated identical calls are served in
+// recorded order; in a concurrent group, the one its goroutine's history
+// points to, see package replay); any other tool call is blocked. The match
+// is on the input fingerprint, never on position alone.
 func Replay() Policy { return Policy{} }
 
 // Block never executes a tool in the tail and never serves one from the
@@ -108,9 +109,12 @@ func (d *director) logf(msg string, attrs ...slog.Attr) {
 	}
 }
 
-func (d *director) applied(b *bound, step int) {
-	b.hit(step)
-	d.logf("change applied", slog.String("change", b.desc), slog.Int("step", step))
+// applied counts an application of b to call c. The steps of a variant's
+// reports are kept as the calls' Seq until the run ends, then mapped to the
+// steps of its trace (finishSteps).
+func (d *director) applied(b *bound, c *replay.Call) {
+	b.hit(c.Seq)
+	d.logf("change applied", slog.String("change", b.desc), slog.Int("step", c.Step))
 }
 
 // Direct implements replay.Director.
@@ -119,7 +123,7 @@ func (d *director) Direct(c *replay.Call) replay.Action {
 	if err := d.ctx.Err(); err != nil && dependency {
 		return replay.Fail(fmt.Errorf("fork: %w", err))
 	}
-	if c.Step < d.at.pos {
+	if d.inPrefix(c) {
 		return d.prefix(c)
 	}
 	d.tail = true
@@ -131,7 +135,7 @@ func (d *director) Direct(c *replay.Call) replay.Action {
 	case replay.KindDecision:
 		for _, b := range d.changes {
 			if b.kind == ckDecision && b.name == c.Name && (!b.once || b.applied == 0) {
-				d.applied(b, c.Step)
+				d.applied(b, c)
 				return replay.Serve(b.value)
 			}
 		}
@@ -140,7 +144,7 @@ func (d *director) Direct(c *replay.Call) replay.Action {
 		var all *bound
 		for _, b := range d.changes {
 			if b.kind == ckHuman && b.name == c.Name {
-				d.applied(b, c.Step)
+				d.applied(b, c)
 				return replay.Serve(b.value)
 			}
 			if b.kind == ckHuman && b.name == "" {
@@ -148,7 +152,7 @@ func (d *director) Direct(c *replay.Call) replay.Action {
 			}
 		}
 		if all != nil {
-			d.applied(all, c.Step)
+			d.applied(all, c)
 			return replay.Serve(all.value)
 		}
 		if d.reviewer != nil {
@@ -172,7 +176,7 @@ func (d *director) Direct(c *replay.Call) replay.Action {
 	case replay.KindParam:
 		for _, b := range d.changes {
 			if b.kind == ckParam && b.name == c.Name {
-				d.applied(b, c.Step)
+				d.applied(b, c)
 				return replay.Serve(b.value)
 			}
 		}
@@ -191,13 +195,13 @@ func (d *director) Direct(c *replay.Call) replay.Action {
 			for _, m := range b.set {
 				if m.Key == c.Name {
 					d.readDone[c.Name] = true
-					d.applied(b, c.Step)
+					d.applied(b, c)
 					return replay.Serve(m.Value)
 				}
 			}
 			if slices.Contains(b.delete, c.Name) {
 				d.readDone[c.Name] = true
-				d.applied(b, c.Step)
+				d.applied(b, c)
 				return replay.Serve(trace.Value{})
 			}
 		}
@@ -209,6 +213,58 @@ func (d *director) Direct(c *replay.Call) replay.Action {
 		return replay.Strict()
 	}
 	return replay.Execute()
+}
+
+// finishSteps maps the calls the director noted (by replay.Call.Seq) to
+// their steps in the variant's trace, in step order: the order in which
+// goroutines arrived is not the order of the trace.
+func (d *director) finishSteps(res *replay.Result) {
+	step := func(seq int) int {
+		if s, ok := res.DirectedStep(seq); ok {
+			return s
+		}
+		return -1
+	}
+	for _, b := range d.changes {
+		for i, seq := range b.steps {
+			b.steps[i] = step(seq)
+		}
+		slices.Sort(b.steps)
+	}
+	for i := range d.suppressed {
+		d.suppressed[i].Step = step(d.suppressed[i].Step)
+	}
+	slices.SortStableFunc(d.suppressed, func(a, b SuppressedEffect) int { return a.Step - b.Step })
+	for _, hits := range [][]MemoHit{d.memoHits, d.replayed} {
+		for i := range hits {
+			hits[i].Step = step(hits[i].Step)
+		}
+		slices.SortStableFunc(hits, func(a, b MemoHit) int { return a.Step - b.Step })
+	}
+}
+
+// inPrefix reports whether c comes before the fork point: whether the
+// recorded call or marker it stands for (the one strict matching would use,
+// in its goroutine's concurrent group for a call made on another goroutine)
+// is before the fork position, not how many events the run had when the
+// call arrived, which depends on how far its other goroutines got. A call
+// that stands for nothing recorded is placed by that count.
+func (d *director) inPrefix(c *replay.Call) bool {
+	var ev *trace.Event
+	switch {
+	case c.Kind == replay.KindTool || c.Kind == replay.KindLLM:
+		if c.Cursor != nil {
+			ev = c.Cursor.Call
+		}
+	case c.Marker != nil:
+		ev = c.Marker
+	}
+	if ev != nil {
+		if i, ok := d.ix.byID[ev.ID]; ok {
+			return int(i) < d.at.pos
+		}
+	}
+	return c.Step < d.at.pos
 }
 
 // prefix serves a call before the fork point strictly, and notes when the
@@ -250,26 +306,47 @@ func inputOf(ev *trace.Event) trace.Value {
 	return ev.Input
 }
 
-// output finds the output substitution for call c, if any.
-func (d *director) output(kind ckind, c *replay.Call) *bound {
+// output finds the output substitution for call c, if any, and the
+// recorded call the substitution stands in for (nil when none).
+//
+// A change aimed at one recorded call applies to the tail call that stands
+// for it: the pending recorded call with c's identity and input (in a
+// concurrent group, the one its goroutine's history points to), else the
+// one strict matching would use for c, when it has c's tool or model; only
+// when neither is known does the call's occurrence decide. So a change
+// aimed at one call of a concurrent group lands on that call whichever
+// goroutine makes it and whenever it arrives, and consumes it.
+func (d *director) output(kind ckind, c *replay.Call) (*bound, *replay.Recorded) {
+	cp := c.Match
+	if cp == nil && c.Cursor != nil && c.Cursor.Kind == c.Kind && c.Cursor.Label == c.Name {
+		cp = c.Cursor
+	}
 	for _, b := range d.changes {
-		if b.kind == kind && (b.label == c.Name || kind == ckLLMResponse && b.label == c.Model) && (b.occ == 0 || b.occ == c.Occurrence) {
-			return b
+		if b.kind != kind || b.label != c.Name && (kind != ckLLMResponse || b.label != c.Model) {
+			continue
+		}
+		switch {
+		case b.call > 0 && cp != nil:
+			if cp.Call.ID == d.ix.tr.Events[b.call].ID {
+				return b, cp
+			}
+		case b.occ == 0 || b.occ == c.Occurrence:
+			return b, cp
 		}
 	}
-	return nil
+	return nil, nil
 }
 
 func (d *director) suppress(c *replay.Call, reason string) {
-	d.suppressed = append(d.suppressed, SuppressedEffect{Step: c.Step, Kind: c.Kind, Tool: c.Name, Input: c.Input, Reason: reason})
+	d.suppressed = append(d.suppressed, SuppressedEffect{Step: c.Seq, Kind: c.Kind, Tool: c.Name, Input: c.Input, Reason: reason})
 	d.logf("effect suppressed", slog.String("kind", string(c.Kind)), slog.String("name", c.Name), slog.Int("step", c.Step), slog.String("reason", reason))
 }
 
 // tool is the side-effect guard.
 func (d *director) tool(c *replay.Call) replay.Action {
-	if b := d.output(ckToolResult, c); b != nil {
-		d.applied(b, c.Step)
-		return replay.Serve(b.value)
+	if b, cp := d.output(ckToolResult, c); b != nil {
+		d.applied(b, c)
+		return replay.Serve(b.value).Instead(cp)
 	}
 	if slices.Contains(d.policy.allow, c.Name) {
 		return replay.Execute()
@@ -280,7 +357,7 @@ func (d *director) tool(c *replay.Call) replay.Action {
 		return replay.Block(reason)
 	}
 	if c.Match != nil {
-		d.replayed = append(d.replayed, MemoHit{Step: c.Step, Kind: c.Kind, Name: c.Name, BaseStep: c.Match.Call.Step})
+		d.replayed = append(d.replayed, MemoHit{Step: c.Seq, Kind: c.Kind, Name: c.Name, BaseStep: c.Match.Call.Step})
 		return replay.ServeMatch()
 	}
 	reason := fmt.Sprintf("the base run has no unconsumed call of tool '%s' with this input, so there is no recorded result to replay and executing it could touch the world. Allow it with fork.Allow(%q), or fork where its input is unchanged.", c.Name, c.Name)
@@ -290,13 +367,13 @@ func (d *director) tool(c *replay.Call) replay.Action {
 
 // model applies output substitutions, then request patches, then the memo.
 func (d *director) model(c *replay.Call) replay.Action {
-	if b := d.output(ckLLMResponse, c); b != nil {
-		d.applied(b, c.Step)
-		return replay.Serve(b.value)
+	if b, cp := d.output(ckLLMResponse, c); b != nil {
+		d.applied(b, c)
+		return replay.Serve(b.value).Instead(cp)
 	}
 	input, model, patched := d.patch(c)
 	if !patched && d.memoize && c.Match != nil {
-		d.memoHits = append(d.memoHits, MemoHit{Step: c.Step, Kind: c.Kind, Name: c.Name, BaseStep: c.Match.Call.Step})
+		d.memoHits = append(d.memoHits, MemoHit{Step: c.Seq, Kind: c.Kind, Name: c.Name, BaseStep: c.Match.Call.Step})
 		d.logf("memo hit", slog.String("model", c.Name), slog.Int("step", c.Step), slog.Int("base_step", c.Match.Call.Step))
 		return replay.ServeMatch()
 	}
@@ -358,7 +435,7 @@ func (d *director) patch(c *replay.Call) (trace.Value, string, bool) {
 	if pick[0] != nil {
 		var ok bool
 		if input, ok = patchPrompt(input, c.Provider, pick[0].edit); ok {
-			d.applied(pick[0], c.Step)
+			d.applied(pick[0], c)
 		}
 	}
 	if pick[1] != nil {
@@ -366,13 +443,13 @@ func (d *director) patch(c *replay.Call) (trace.Value, string, bool) {
 		if !input.Get("model").IsAbsent() {
 			input = withMember(input, "model", trace.StringValue(model))
 		}
-		d.applied(pick[1], c.Step)
+		d.applied(pick[1], c)
 	}
 	if pick[2] != nil {
 		if t, err := trace.FloatValue(pick[2].temp); err == nil {
 			input = patchTemperature(input, t)
 		}
-		d.applied(pick[2], c.Step)
+		d.applied(pick[2], c)
 	}
 	return input, model, input != c.Input || model != c.Model
 }

@@ -46,10 +46,11 @@ const Last = -1
 // model call. A tool_result, an llm_response, the error of a failed call, or
 // anything a call's body recorded would split that call, and is refused with
 // a message naming the call. Nor is a position inside a concurrent group
-// (the calls and nodes a scope's goroutines made other than its own, as the
-// bundle's [trace.LanesFile] records them, from the first member to the end
-// of the last): their order is an accident of scheduling, so the refusal
-// names the points before and after the group. Step 0 (run_start) is not a position either:
+// (the operations a scope's goroutines other than its own made: calls,
+// nodes, markers, state writes, as the bundle's [trace.LanesFile] records
+// them, from the first member to the end of the last): their order is an
+// accident of scheduling, so the refusal names the points before and after
+// the group. Step 0 (run_start) is not a position either:
 // every run records its input; Start forks right after it.
 type At interface {
 	// String is the point as written: Step(6), BeforeNode("write", 1), …

@@ -405,6 +405,7 @@ func (p *forkPlan) run(ctx context.Context, agent replay.Agent, cfg *config, sav
 			ErrPrefixDiverged, p.at, d.prefixErr, detail)
 	}
 
+	d.finishSteps(res)
 	v = &Variant{Trace: res.Trace, Base: base, At: p.at, Output: res.Output, Err: res.Err,
 		Suppressed: d.suppressed, MemoHits: d.memoHits, Replayed: d.replayed, Policy: cfg.policy, Memoized: cfg.memoize}
 	for _, b := range d.changes {

@@ -79,20 +79,31 @@ type Call struct {
 	Parent, Node string
 	// Step is the number of events in the new trace when the call is
 	// directed: the step its event gets when the agent makes calls one at a
-	// time. While the replay reproduces the base, it is also the step of the
-	// corresponding base event, which is how package fork tells the prefix
-	// from the tail.
+	// time. A session that recorded work on several goroutines writes its
+	// trace in a canonical order at the end, so a Director that reports
+	// where a call is in the new trace keeps Seq and asks
+	// [Result.DirectedStep].
 	Step int
+	// Seq is the number of this call among the calls the session directed,
+	// from 1.
+	Seq int
 	// Cursor is the recorded call that strict matching would use for a
-	// dependency call (nil when every recorded call was consumed).
+	// dependency call (nil when every recorded call was consumed): for a
+	// call its scope's own goroutine made, the call at the cursor; for one
+	// made in a scope's concurrent group, the group's pending call with the
+	// same identity and input as the group matches it (see "Concurrent
+	// groups" in the package doc), else the closest of the same kind and
+	// name.
 	Cursor *Recorded
-	// Match is the earliest recorded dependency call not yet consumed with
-	// the same kind, name (or provider and model) and input fingerprint, nil
-	// when there is none. ServeMatch serves it (occurrence-aware: each
-	// recorded call is served at most once).
+	// Match is a recorded dependency call not yet consumed with the same
+	// kind, name (or provider and model) and input fingerprint, nil when
+	// there is none: in a concurrent group the one the group matches, else
+	// the earliest. ServeMatch serves it (occurrence-aware: each recorded
+	// call is served at most once).
 	Match *Recorded
-	// Marker is, for a marker call, the next recorded marker of the same
-	// kind and name (nil when none is left).
+	// Marker is, for a marker call, the recorded marker it stands for: the
+	// next of the same kind and name, or in a concurrent group the one the
+	// group matches (nil when none is left).
 	Marker *trace.Event
 }
 
@@ -110,12 +121,13 @@ const (
 // Action is what a Director tells the session to do with a call. Build one
 // with Strict, Serve, ServeMatch, Execute, Block or Fail.
 type Action struct {
-	kind   actionKind
-	value  trace.Value
-	input  trace.Value
-	model  string
-	reason string
-	err    error
+	kind    actionKind
+	value   trace.Value
+	input   trace.Value
+	model   string
+	reason  string
+	err     error
+	instead *Recorded
 }
 
 // Strict handles the call as the session's mode does without a Director:
@@ -129,6 +141,14 @@ func Strict() Action { return Action{kind: actStrict} }
 // "forced":true), or a patched state read. For a state read, an Absent v
 // deletes the key.
 func Serve(v trace.Value) Action { return Action{kind: actServe, value: v} }
+
+// Instead makes a Serve action of a tool or model call stand in for the
+// recorded call r (the call's Call.Cursor or Call.Match): r is consumed, as
+// ServeMatch consumes the call it serves, so that no later call is served
+// it, and in a concurrent group the call takes r's place in its goroutine's
+// history. It is how a substituted result replaces exactly the recorded
+// call it targets. A nil r, or one already consumed, changes nothing.
+func (a Action) Instead(r *Recorded) Action { a.instead = r; return a }
 
 // ServeMatch serves the recorded call in Call.Match and consumes it. When
 // Call.Match is nil the call fails with a divergence. For markers and state

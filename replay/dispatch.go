@@ -18,10 +18,18 @@ type intercept struct {
 	fp              string
 	parent, node    string
 	sc              *scope // the scope the call was made in
+	gid             uint64 // the goroutine that made it (0: not looked up)
 	lane            int    // trace.Call.Lane of the call in sc
 	position        int
 	occurrence      int
 	lbl             string // label(), once computed
+	cp              int32  // the base call event it stands for, -1 (set by dispatch)
+	seq             int    // Call.Seq when a Director was asked, else 0
+}
+
+// query is the call as its concurrent group matches it.
+func (ic *intercept) query() opQuery {
+	return opQuery{kind: ic.kind, name: ic.label(), input: ic.input}
 }
 
 // free reports whether the call is unordered relative to the rest of its
@@ -79,22 +87,19 @@ func (s *session) dispatchLocked(ic *intercept) decision {
 	s.position++
 	ic.position = s.position
 	ic.occurrence = s.occurrenceLocked(ic.kind, ic.label())
+	ic.cp = -1
 	if s.plan == nil {
 		return decision{act: actExecute}
 	}
 	if d := s.cfg.director; d != nil {
 		c := &s.direct // valid only during Direct: reused, not allocated per call
 		*c = Call{Kind: ic.kind, Name: ic.label(), Provider: ic.provider, Model: ic.model, Input: ic.input,
-			Position: ic.position, Occurrence: ic.occurrence, Parent: ic.parent, Node: ic.node, Step: s.log.n}
-		var m *rec
-		if r := s.expectedLocked(ic); r != nil {
-			c.Cursor = &r.Recorded
-			if sameIdentity(r, ic) && inputOf(r.Call) == ic.input {
-				m = r // the earliest pending call, with this identity and input
-			}
-		}
-		if m == nil {
-			m = s.plan.match(ic.kind, ic.name, ic.provider, ic.model, ic.input, "", false)
+			Position: ic.position, Occurrence: ic.occurrence, Parent: ic.parent, Node: ic.node, Step: s.log.n,
+			Seq: s.directLocked()}
+		ic.seq = c.Seq
+		cur, m := s.counterpartsLocked(ic)
+		if cur != nil {
+			c.Cursor = &cur.Recorded
 		}
 		if m != nil {
 			c.Match = &m.Recorded
@@ -102,6 +107,13 @@ func (s *session) dispatchLocked(ic *intercept) decision {
 		a := d.Direct(c)
 		switch a.kind {
 		case actServe:
+			if r := s.recordedOf(a.instead); r != nil && s.plan.state[r.Position-1] == callPending {
+				// A substituted result stands in for the recorded call it
+				// replaces: consumed, so that no other call is served it.
+				s.plan.consume(r)
+				s.plan.skipNested(r)
+				s.claimLocked(ic, r)
+			}
 			return decision{act: actServe, value: a.value}
 		case actServeMatch:
 			if m == nil {
@@ -111,8 +123,17 @@ func (s *session) dispatchLocked(ic *intercept) decision {
 			}
 			s.plan.consume(m)
 			s.plan.skipNested(m)
+			s.claimLocked(ic, m)
 			return serveRecorded(m)
 		case actExecute:
+			if m != nil {
+				// Not consumed (the call runs), but it is the call this
+				// goroutine makes: what follows it is expected next.
+				ic.cp = int32(m.event)
+				if ic.free() {
+					s.advanceLocked(ic.sc, ic.gid, ic.cp)
+				}
+			}
 			return decision{act: actExecute, input: a.input, model: a.model}
 		case actBlock:
 			return decision{act: actBlock, reason: a.reason}
@@ -152,27 +173,72 @@ func serveRecorded(r *rec) decision {
 
 func fail(err error) decision { return decision{act: actFail, err: err} }
 
-// expectedLocked is the recorded call strict matching would use for ic:
-// for a call from another goroutine than its scope's, the pending call of
-// the scope's concurrent group with ic's identity and input (else the first
-// of the group with its label, else the first of the group); otherwise the
-// call at the cursor.
-func (s *session) expectedLocked(ic *intercept) *rec {
-	if ic.free() && s.plan.laned {
-		path := ic.sc.pathLocked()
-		if r := s.plan.match(ic.kind, ic.name, ic.provider, ic.model, ic.input, path, true); r != nil {
-			return r
+// counterpartsLocked is what a Director is told about the recorded calls
+// ic may stand for. cursor is the one strict matching would use: for a call
+// made in a scope's concurrent group, the group's pending call with ic's
+// identity and input as the group matcher picks it (groups.go), else the
+// closest of its kind and name, else the first pending of the group;
+// otherwise the call at the cursor. match is a pending call with ic's
+// identity and input: the group's, else the earliest anywhere.
+func (s *session) counterpartsLocked(ic *intercept) (cursor, match *rec) {
+	if ic.free() && s.plan.ops != nil {
+		q := ic.query()
+		if b := s.groupMatchLocked(ic.sc, ic.gid, ic.lane, q, false); b >= 0 {
+			r := s.plan.recAt(b)
+			return r, r
 		}
-		if group := s.plan.groupPending(path); len(group) > 0 {
-			for _, r := range group {
-				if sameIdentity(r, ic) {
-					return r
-				}
-			}
-			return group[0]
+		if b := s.groupMatchLocked(ic.sc, ic.gid, ic.lane, q, true); b >= 0 {
+			cursor = s.plan.recAt(b)
+		} else if group := s.plan.groupPending(ic.sc.pathLocked()); len(group) > 0 {
+			cursor = group[0]
 		}
 	}
-	return s.plan.at()
+	if cursor == nil {
+		cursor = s.plan.at()
+	}
+	if cursor != nil && sameIdentity(cursor, ic) && inputOf(cursor.Call) == ic.input && s.plan.state[cursor.Position-1] == callPending {
+		return cursor, cursor // the earliest pending call, with this identity and input
+	}
+	return cursor, s.plan.match(ic.kind, ic.name, ic.provider, ic.model, ic.input, "", false)
+}
+
+// directLocked numbers a call about to be directed (Call.Seq).
+func (s *session) directLocked() int {
+	s.directed = append(s.directed, -1)
+	return len(s.directed)
+}
+
+// noteDirectedLocked records that the directed call seq produced the event
+// appended at step.
+func (s *session) noteDirectedLocked(seq, step int) {
+	if seq > 0 && seq <= len(s.directed) {
+		s.directed[seq-1] = int32(step)
+	}
+}
+
+// recAt is the recorded call whose event is base event i.
+func (p *plan) recAt(i int32) *rec { return &p.calls[p.callAt[i]] }
+
+// recordedOf is the rec a *Recorded handed to a Director stands for, nil
+// when it is not one of this plan's.
+func (s *session) recordedOf(r *Recorded) *rec {
+	if r == nil || r.Position < 1 || r.Position > len(s.plan.calls) {
+		return nil
+	}
+	rc := &s.plan.calls[r.Position-1]
+	if &rc.Recorded != r {
+		return nil
+	}
+	return rc
+}
+
+// claimLocked notes that ic stands for the recorded call r: its counterpart
+// in the new trace, and, in a concurrent group, its goroutine's last match.
+func (s *session) claimLocked(ic *intercept, r *rec) {
+	ic.cp = int32(r.event)
+	if ic.free() {
+		s.advanceLocked(ic.sc, ic.gid, ic.cp)
+	}
 }
 
 // strictLocked is stepfork's matching, with concurrent groups: a call made
@@ -195,6 +261,11 @@ func (s *session) strictLocked(ic *intercept) decision {
 		return fail(s.exhausted(ic))
 	}
 	n := s.matched + 1
+	if s.plan.laned {
+		// Not the number of calls matched so far, which depends on how far
+		// the goroutines of concurrent groups got: the recorded call's own.
+		n = r.Position
+	}
 	mismatch := func(format string, args ...any) decision {
 		msg := fmt.Sprintf(format, args...) + fmt.Sprintf("\n  recorded: %s\n  actual:   %s",
 			descriptor(r.Kind, r.Call.Name, r.Call.Provider, r.Call.Model), ic.descriptor())
@@ -238,7 +309,16 @@ func (s *session) exhausted(ic *intercept) error {
 // differs.
 func (s *session) groupLocked(ic *intercept) (decision, bool) {
 	path := ic.sc.pathLocked()
-	if r := s.plan.match(ic.kind, ic.name, ic.provider, ic.model, ic.input, path, true); r != nil {
+	if s.plan.ops != nil {
+		if b := s.groupMatchLocked(ic.sc, ic.gid, ic.lane, ic.query(), false); b >= 0 {
+			r := s.plan.recAt(b)
+			d := s.takeLocked(ic, r, r.Position)
+			if d.act != actFail {
+				s.claimLocked(ic, r)
+			}
+			return d, true
+		}
+	} else if r := s.plan.match(ic.kind, ic.name, ic.provider, ic.model, ic.input, path, true); r != nil {
 		return s.takeLocked(ic, r, r.Position), true
 	}
 	group := s.plan.groupPending(path)
@@ -249,6 +329,11 @@ func (s *session) groupLocked(ic *intercept) (decision, bool) {
 		listed  []string
 		closest *rec
 	)
+	if s.plan.ops != nil {
+		if b := s.groupMatchLocked(ic.sc, ic.gid, ic.lane, ic.query(), true); b >= 0 {
+			closest = s.plan.recAt(b)
+		}
+	}
 	for i, p := range group {
 		if i < 5 {
 			listed = append(listed, fmt.Sprintf("#%d %s %s", p.Position, p.Kind, p.Label))
@@ -257,16 +342,22 @@ func (s *session) groupLocked(ic *intercept) (decision, bool) {
 			closest = p
 		}
 	}
+	// The call is named by the recorded call it comes closest to (or the
+	// group's first), not by the order in which the goroutines arrived.
+	n := group[0].Position
+	if closest != nil {
+		n = closest.Position
+	}
 	where := "the run"
 	if path != "" {
 		where = "'" + strings.TrimPrefix(path, "/") + "'"
 	}
 	msg := fmt.Sprintf("call #%d: %s '%s', made on a concurrent goroutine in %s, matches no pending call of that scope's concurrent group\n  actual: %s\n  actual input fingerprint: %s\n  pending in the group: %s",
-		ic.position, ic.kind, ic.label(), where, ic.descriptor(), ic.fingerprint(), strings.Join(listed, ", "))
+		n, ic.kind, ic.label(), where, ic.descriptor(), ic.fingerprint(), strings.Join(listed, ", "))
 	if len(group) > 5 {
 		msg += fmt.Sprintf(" (+%d more)", len(group)-5)
 	}
-	e := &MismatchError{Call: ic.position, Kind: ic.kind, Label: ic.label(), Step: -1, msg: msg}
+	e := &MismatchError{Call: n, Kind: ic.kind, Label: ic.label(), Step: -1, msg: msg}
 	if closest != nil {
 		recorded := inputOf(closest.Call)
 		at, rv, av := firstDifference(recorded, ic.input, "$")
@@ -323,6 +414,7 @@ func (s *session) takeLocked(ic *intercept, r *rec, n int) decision {
 	}
 	s.plan.consume(r)
 	s.matched++
+	ic.cp = int32(r.event)
 	if hybridLive || s.cfg.mode == ModeLive {
 		return decision{act: actExecute, rec: r}
 	}
@@ -354,6 +446,7 @@ func (s *session) dependency(ctx context.Context, sc *scope, ic *intercept, raw 
 		gid = goid()
 	}
 	s.mu.Lock()
+	ic.gid = gid
 	ic.lane = s.laneLocked(sc, gid)
 	if c := s.minted.canonical(raw); c != raw { // a provider-minted id passed to a tool (Transport)
 		raw, ic.input = c, redacted(c)
@@ -368,6 +461,8 @@ func (s *session) dependency(ctx context.Context, sc *scope, ic *intercept, raw 
 	}
 	callID := s.appendCallLocked(ic, input, model, d.rec, d.input.IsAbsent() && ic.input == raw)
 	s.noteLaneLocked(callID, ic.lane)
+	s.noteCPLocked(s.log.n-1, ic.cp)
+	s.noteDirectedLocked(ic.seq, s.log.n-1)
 	switch d.act {
 	case actServe:
 		s.appendServedLocked(ic, callID, model, d)
@@ -402,7 +497,7 @@ func (s *session) dependency(ctx context.Context, sc *scope, ic *intercept, raw 
 	cr := s.noteCallLocked(ic, callID, Executed, d.rec)
 	if gid == 0 {
 		gid = goid()
-		ic.lane = s.laneLocked(sc, gid)
+		ic.gid, ic.lane = gid, s.laneLocked(sc, gid)
 	}
 	s.noteLaneLocked(callID, ic.lane)
 	s.mu.Unlock()
@@ -412,7 +507,7 @@ func (s *session) dependency(ctx context.Context, sc *scope, ic *intercept, raw 
 		ci = observed(ic, cr, model)
 		ctx = s.obs.StartCall(ctx, ci)
 	}
-	child, slot := sc.child(ctx, callID, sc.node, string(ic.kind), ic.label(), gid, ic.free(), true)
+	child, slot := sc.child(ctx, callID, sc.node, string(ic.kind), ic.label(), gid, ic.free(), true, ic.cp)
 	start := time.Now()
 	done := false
 	defer func() {
@@ -536,6 +631,7 @@ func (s *session) appendServedLocked(ic *intercept, callID, model string, d deci
 		s.appendResultLocked(ic, callID, model, trace.StatusOK, d.value, nil, nil)
 		return
 	}
+	resCP, failCP := s.resultCPs(int32(r.event))
 	if ic.kind == KindTool {
 		res := trace.Event{Type: trace.ToolResult, ParentID: callID, Name: ic.name, Status: r.Status, Output: r.Output}
 		var resID string
@@ -545,9 +641,11 @@ func (s *session) appendServedLocked(ic *intercept, callID, model string, d deci
 		} else {
 			resID = s.appendLocked(&res)
 		}
+		s.noteCPLocked(s.log.n-1, resCP)
 		if d.failure != nil && r.Failure != nil {
 			s.addLocked(&trace.Event{Type: trace.ErrorEvent, ParentID: resID, Status: trace.StatusError,
 				ErrorType: r.Failure.ErrorType, Message: r.Failure.Message, Details: r.Failure.Details}, r.Failure)
+			s.noteCPLocked(s.log.n-1, failCP)
 		}
 		return
 	}
@@ -556,12 +654,36 @@ func (s *session) appendServedLocked(ic *intercept, callID, model string, d deci
 		s.addLocked(&trace.Event{Type: trace.LLMResponse, ParentID: callID, Model: res.Model, Status: res.Status,
 			Output: res.Output, DurationMS: res.DurationMS, PromptTokens: res.PromptTokens,
 			CompletionTokens: res.CompletionTokens, TotalTokens: res.TotalTokens, CostUSD: res.CostUSD}, r.Result)
+		s.noteCPLocked(s.log.n-1, resCP)
 		return
 	}
 	if r.Failure != nil {
 		s.addLocked(&trace.Event{Type: trace.ErrorEvent, ParentID: callID, Status: trace.StatusError,
 			ErrorType: r.Failure.ErrorType, Message: r.Failure.Message, Details: r.Failure.Details}, r.Failure)
+		s.noteCPLocked(s.log.n-1, failCP)
 	}
+}
+
+// resultCPs are the base events that answered the base call event b: its
+// result and its failure (-1 for none, and when the session keeps no
+// counterparts).
+func (s *session) resultCPs(b int32) (res, fail int32) {
+	res, fail = -1, -1
+	if s.cps == nil || b < 0 {
+		return
+	}
+	c := s.plan.callAt[b]
+	if c < 0 {
+		return
+	}
+	r := &s.plan.calls[c]
+	res = int32(r.result)
+	if r.Failure != nil {
+		if i, ok := s.plan.index[r.Failure.ID]; ok {
+			fail = i
+		}
+	}
+	return
 }
 
 // appendResultLocked writes a tool_result or llm_response.
@@ -569,10 +691,13 @@ func (s *session) appendResultLocked(ic *intercept, callID, model string, st tra
 	if out.IsAbsent() {
 		out = trace.NullValue
 	}
+	resCP, _ := s.resultCPs(ic.cp)
 	if ic.kind == KindTool {
 		s.appendLocked(&trace.Event{Type: trace.ToolResult, ParentID: callID, Name: ic.name, Status: st, Output: out})
+		s.noteCPLocked(s.log.n-1, resCP)
 		return
 	}
+	defer func() { s.noteCPLocked(s.log.n-1, resCP) }()
 	ev := trace.Event{Type: trace.LLMResponse, ParentID: callID, Model: model, Status: st, Output: out, DurationMS: ms}
 	if u != nil {
 		ev.PromptTokens, ev.CompletionTokens, ev.TotalTokens = nonZero(u.PromptTokens), nonZero(u.CompletionTokens), nonZero(u.TotalTokens)
@@ -599,11 +724,14 @@ func (s *session) appendFailureLocked(ic *intercept, callID, model string, err e
 	typ := errorType(err)
 	msg := errorMessage(err, typ)
 	parent := callID
+	resCP, failCP := s.resultCPs(ic.cp)
 	if ic.kind == KindTool {
 		parent = s.appendLocked(&trace.Event{Type: trace.ToolResult, ParentID: callID, Name: ic.name,
 			Status: trace.StatusError, Output: failureOutput(typ, msg)})
+		s.noteCPLocked(s.log.n-1, resCP)
 	}
 	s.appendLocked(&trace.Event{Type: trace.ErrorEvent, ParentID: parent, Status: trace.StatusError, ErrorType: typ, Message: msg})
+	s.noteCPLocked(s.log.n-1, failCP)
 }
 
 func failureOutput(typ, msg string) trace.Value {

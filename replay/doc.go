@@ -83,52 +83,113 @@
 //
 // # Replay and matching
 //
-// A replay matches the agent's tool and model calls with the recorded ones,
-// in order, with one strict cursor over the recorded calls (every tool_call
-// and llm_request of the base, in file order, less those nested under a
-// served call, whose body does not run). For each call the agent makes it
-// checks, in this order: the kind; the tool name, or the model and provider;
-// that the recorded input still has its stored hash; that the redacted live
-// input is canonically equal to the recorded input; the recorded call's
-// replay policy (forbidden and manual refuse); that a result was captured;
-// that the recorded output still has its stored hash; and, in [ModeLive],
-// that the tool is allowed ([Live]), refused before the body runs and before
-// the cursor advances. Null is hashed like any other value. A recorded
-// failure is served as a [*RecordedError]. The errors carry stepfork's texts,
-// followed by a report naming the recorded event and step and, for a changed
-// input, its cmp.Diff (-recorded +actual).
+// A replay matches every operation the agent makes (a tool or model call,
+// a node, a decision, parameter, approval, time, id or side effect, a state
+// write) with the recorded one it stands for. What one goroutine did is
+// ordered; what several goroutines did is matched as a set (see Concurrent
+// work below); a run made on one goroutine, and every bundle without lanes
+// (Python stepfork's), is matched in order, as stepfork's replay does.
 //
-// Markers are served from their own cursors, by kind and name, in order:
-// [Param], [Now], [NewID], [SideEffect] and [Approve] return the recorded
-// value; [Decide] checks that the computed value equals the recorded one. A
-// marker the recording does not have, or a decision that differs, is a
-// divergence too. State writes are not matched: they are re-recorded, and a
-// difference shows in the diff of the replay's trace against the base.
+// Tool and model calls made in order are matched with one strict cursor
+// over the recorded calls (every tool_call and llm_request of the base, in
+// file order, less those nested under a served call, whose body does not
+// run, and those of concurrent groups). For each call the agent makes it
+// checks, in this order: the kind; the tool name, or the model and
+// provider; that the recorded input still has its stored hash; that the
+// redacted live input is canonically equal to the recorded input; the
+// recorded call's replay policy (forbidden and manual refuse); that a
+// result was captured; that the recorded output still has its stored hash;
+// and, in [ModeLive], that the tool is allowed ([Live]), refused before the
+// body runs and before the cursor advances. Null is hashed like any other
+// value. A recorded failure is served as a [*RecordedError]. The errors
+// carry stepfork's texts, followed by a report naming the recorded event
+// and step and, for a changed input, its cmp.Diff (-recorded +actual).
+// "call #N" names the recorded call: in a bundle with lanes its position
+// among the base's calls, whatever order goroutines reached it in.
+//
+// Markers made in order are served from their own cursors, by kind and
+// name, in order: [Param], [Now], [NewID], [SideEffect] and [Approve]
+// return the recorded value; [Decide] checks that the computed value
+// equals the recorded one. A marker the recording does not have, or a
+// decision that differs, is a divergence too. State writes are not checked:
+// they are re-recorded, and a difference shows in the diff of the replay's
+// trace against the base. Nodes are not checked either.
 //
 // The first divergence is kept in [Result.Divergence] even when the agent
 // swallows the error.
 //
-// # Concurrent calls
+// # Concurrent work
 //
-// A recording notes which goroutine made each call, relative to the scope
-// it was made in (the run, a node, or a call whose body ran): calls from the
-// goroutine that opened the scope are strictly ordered; those from other
-// goroutines form the scope's concurrent group ([trace.Call.Lane], kept in
-// the bundle's [trace.LanesFile]). Replay matches a call of a group with the
-// earliest pending call of that group with the same kind, name (or provider
-// and model) and input, whatever order the goroutines arrive in; a call that
-// matches none fails, listing the group's pending calls and the closest one
-// with where its input differs. Bundles without lanes (Python stepfork's,
-// runs on one goroutine) are matched with the strict cursor.
+// A recording notes which goroutine made each operation, relative to the
+// scope it was made in (the run, a node, or a call whose body ran): lane 0
+// for the goroutine that opened the scope, 1, 2, … for the others
+// ([trace.EventLane], kept in the bundle's [trace.LanesFile]). What the
+// other goroutines did, and everything inside it, is the scope's
+// concurrent group: its order is an accident of scheduling. Groups are
+// keyed by scope path, so the goroutines of every node of one name in one
+// place (a worker node run on each goroutine) form one group.
+//
+// Replay matches an operation of a group with a pending recorded operation
+// of the same group by its identity: its kind and name, and the input that
+// identifies it where it has one (a call's input; a decision's value; a
+// parameter's default; a state write's key and value). A time, an id, a
+// side effect, an approval and an entered node identify nothing: they are
+// told apart by what their goroutine did before. Among the candidates the
+// matcher prefers, in this order: the recorded operation that follows, in
+// its recorded lane, the one the goroutine matched last in that scope (for
+// the goroutine that opened the scope, the first operation inside the
+// scope's recorded counterpart); another operation of that lane; one that
+// is ready (first of its lane, or its lane's previous operation matched)
+// and that no other goroutine is expected to make next; then the earliest.
+// So a worker pool whose workers take other tasks than when it was recorded
+// is matched task by task; two identical calls with different recorded
+// results are told apart by what each goroutine did before them; and an id
+// read after a goroutine's call is the id read after that call. A call that
+// matches no pending call of its group fails, listing the group's pending
+// calls and the closest one with where its input differs; a decision whose
+// value matches none is compared with the closest of its name.
+//
+// What cannot be told apart is served in the order the goroutines arrive:
+// operations that identify nothing, made by goroutines that have done
+// nothing identifying yet (say each goroutine reads an id before its first
+// call), get the recorded values of the lanes in that order. Their values
+// must not flow into what identifies the goroutine later, or the
+// goroutines must be told apart first (a call, a decision or a state write
+// that names the goroutine's task).
+//
+// A node on a goroutine is matched when it is entered, by name and history,
+// and settled when the run ends by what it holds. Bundles without lanes
+// for markers and state writes (written before they had them) keep matching
+// those in order; bundles without any lanes use the strict cursor for
+// everything.
 //
 // # The replay's own trace
 //
 // Every replay records a complete new trace ([Result.Trace]): served results
-// as if they had happened, live calls as they happened. While each event
-// equals the base event at the same position, the base's event id is reused;
-// so the frozen replay of an unchanged agent has the base's events, ids,
-// payloads and parents (only the run id, timestamps and durations are new),
-// and a fork's unchanged prefix keeps the base's ids. A served failure's
+// as if they had happened, live calls as they happened. A session whose
+// operations were made on several goroutines writes its trace in one
+// canonical order, a function of what happened and not of when: every event
+// is followed by the events under it; under a scope, what its own goroutine
+// did keeps its order, and what other goroutines did is cut into segments
+// (an operation that identifies itself, with the approvals, times, ids and
+// side effects its goroutine read right after it), each placed after the
+// operations of the scope's own goroutine that came before it and ordered,
+// in a replay, as the base operations they stand for, otherwise by their
+// content (decisions and parameters, then calls and nodes, then state
+// writes; by name, identifying input and what they hold, with ids and
+// times blanked out). Steps are numbered in that order, lanes by first
+// appearance in each scope, and each state write's "before" is what the key
+// held before it in that order. So a null replay's trace is its base's and
+// two recordings of the same behaviour are written alike, whatever the
+// schedule; what a scope's own goroutine does while its other goroutines
+// work in the same scope is placed as it arrived. A [Director] that reports
+// steps maps them with [Result.DirectedStep].
+//
+// While each event (in that order) equals the base event at the same
+// position, the base's event id is reused; so the frozen replay of an
+// unchanged agent has the base's events, ids, payloads and parents (only
+// the run id, timestamps and durations are new), and a fork's unchanged
+// prefix keeps the base's ids. A served failure's
 // error text is the recorded message, so the agent sees (and the new trace
 // records) what it saw when the run was recorded.
 //
@@ -136,11 +197,12 @@
 //
 // A [Director] ([WithDirector]) is consulted for every intercepted call with
 // a [*Call] describing it (kind, name, input, position, occurrence, parent,
-// node, the recorded call at the cursor and the earliest unconsumed recorded
-// call with the same input) and answers with an [Action]: [Strict], [Serve] a
-// value, [ServeMatch] the equal recorded call, [Execute] live (optionally
-// with a patched input or model), [Block], or [Fail]. Package fork builds
-// counterfactual runs on it.
+// node, the recorded call strict matching would use and an unconsumed
+// recorded call with the same input, each as its concurrent group matches
+// it) and answers with an [Action]: [Strict], [Serve] a value (in place of
+// a recorded call with [Action.Instead]), [ServeMatch] the equal recorded
+// call, [Execute] live (optionally with a patched input or model), [Block],
+// or [Fail]. Package fork builds counterfactual runs on it.
 //
 // # Observers
 //

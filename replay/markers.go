@@ -40,6 +40,8 @@ func Node(ctx context.Context, name string, fn func(context.Context) error) erro
 	enter := s.appendLocked(&ev)
 	lane := s.laneLocked(sc, gid)
 	s.noteLaneLocked(enter, lane)
+	cp := s.nodeCPLocked(sc, gid, lane, name)
+	s.noteCPLocked(s.log.n-1, cp)
 	s.mu.Unlock()
 
 	exit := func(err error) {
@@ -51,6 +53,9 @@ func Node(ctx context.Context, name string, fn func(context.Context) error) erro
 		ev.ParentID = enter
 		s.mu.Lock()
 		s.appendLocked(&ev)
+		if x, ok := s.exitOf(cp); ok {
+			s.noteCPLocked(s.log.n-1, x)
+		}
 		s.mu.Unlock()
 	}
 	done := false
@@ -61,7 +66,7 @@ func Node(ctx context.Context, name string, fn func(context.Context) error) erro
 			panic(p)
 		}
 	}()
-	child, _ := sc.child(ctx, enter, name, "node", name, gid, sc.free || lane > 0, false)
+	child, _ := sc.child(ctx, enter, name, "node", name, gid, sc.free || lane > 0, false, cp)
 	err := fn(child)
 	done = true
 	exit(err)
@@ -90,16 +95,20 @@ func Set(ctx context.Context, key string, value any) error {
 		return fmt.Errorf("replay.Set: state '%s': %w", key, err)
 	}
 	s := sc.s
+	var gid uint64
+	if s.tracksLanes() {
+		gid = goid()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.setLocked(sc, key, v)
+	s.setLocked(sc, gid, key, v)
 	return nil
 }
 
-// setLocked records a state write. A key that is itself sensitive
-// (password, api_key…: trace.IsSensitiveKey) has its values redacted, as a
-// member of that name would be.
-func (s *session) setLocked(sc *scope, key string, v trace.Value) {
+// setLocked records a state write made by goroutine gid. A key that is
+// itself sensitive (password, api_key…: trace.IsSensitiveKey) has its
+// values redacted, as a member of that name would be.
+func (s *session) setLocked(sc *scope, gid uint64, key string, v trace.Value) {
 	before, ok := s.state[key]
 	if !ok {
 		before = trace.NullValue
@@ -132,6 +141,53 @@ func (s *session) setLocked(sc *scope, key string, v trace.Value) {
 	for _, p := range paths {
 		s.tr.Redactions = append(s.tr.Redactions, trace.RedactionEntry{EventID: id, Path: p, Reason: trace.ReasonSensitiveKey, Replacement: trace.Redacted})
 	}
+	lane := s.laneLocked(sc, gid)
+	s.noteLaneLocked(id, lane)
+	if s.plan != nil && s.plan.ops != nil && (lane > 0 || sc.free) {
+		// A state write on a goroutine is matched in its group, by key and
+		// value, for the order of the new trace and its goroutine's history.
+		q := opQuery{kind: KindState, name: key, input: stateValue(s.log.last().After)}
+		if b := s.groupMatchLocked(sc, gid, lane, q, false); b >= 0 {
+			s.plan.takeOp(b)
+			s.advanceLocked(sc, gid, b)
+			s.noteCPLocked(s.log.n-1, b)
+		}
+	}
+}
+
+// nodeCPLocked matches a node entered by goroutine gid on lane lane of sc
+// with the base node it stands for, and returns that node's enter marker
+// (-1 when none, or when the base has no lanes): in a concurrent group by
+// name and the goroutine's history, otherwise the next recorded node of
+// that name. Nodes are not checked: the match only places the node's
+// events in the new trace and tells its goroutines what to expect.
+func (s *session) nodeCPLocked(sc *scope, gid uint64, lane int, name string) int32 {
+	if s.plan == nil || s.plan.ops == nil {
+		return -1
+	}
+	if lane > 0 || sc.free {
+		b := s.groupMatchLocked(sc, gid, lane, opQuery{kind: opNode, name: name}, true)
+		if b >= 0 {
+			s.plan.takeOp(b)
+			s.advanceLocked(sc, gid, b)
+		}
+		return b
+	}
+	m, slot := s.plan.nextMarker(trace.MarkerNode, name)
+	if m == nil {
+		return -1
+	}
+	s.plan.markerDone[slot] = true
+	return m.i
+}
+
+// exitOf is the exit marker of the base node entered at event enter.
+func (s *session) exitOf(enter int32) (int32, bool) {
+	if enter < 0 || s.plan == nil || s.plan.ops == nil {
+		return -1, false
+	}
+	x, ok := s.plan.ops.exit[enter]
+	return x, ok
 }
 
 var redactedValue = trace.StringValue(trace.Redacted)
@@ -154,11 +210,16 @@ func Read[T any](ctx context.Context, key string, current T) T {
 	if err != nil {
 		return current
 	}
+	var gid uint64
+	if s.tracksLanes() {
+		gid = goid()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := &s.direct
 	*c = Call{Kind: KindState, Name: key, Input: redacted(cur), Parent: sc.parent, Node: sc.node,
-		Occurrence: s.occurrenceLocked(KindState, key), Step: s.log.n}
+		Occurrence: s.occurrenceLocked(KindState, key), Step: s.log.n, Seq: s.directLocked()}
+	seq := c.Seq
 	a := s.cfg.director.Direct(c)
 	if a.kind != actServe {
 		return current
@@ -174,7 +235,8 @@ func Read[T any](ctx context.Context, key string, current T) T {
 	if _, known := s.state[key]; !known {
 		s.state[key] = cur
 	}
-	s.setLocked(sc, key, a.value)
+	s.setLocked(sc, gid, key, a.value)
+	s.noteDirectedLocked(seq, s.log.n-1)
 	return out
 }
 
@@ -380,18 +442,27 @@ func (s *session) note(err error) {
 // value to use and records the marker event.
 func (s *session) marker(sc *scope, kind CallKind, name string, computed trace.Value, live func() (trace.Value, error)) markerResult {
 	key := kind.markerKey()
+	var gid uint64
+	if s.tracksLanes() {
+		gid = goid()
+	}
 	s.mu.Lock()
+	lane := s.laneLocked(sc, gid)
+	free := lane > 0 || sc.free
 	occ := s.occurrenceLocked(kind, name)
 	act := Strict()
 	var (
 		next *markerRec
 		slot int32
+		seq  int
 	)
 	if s.plan != nil {
-		next, slot = s.plan.nextMarker(key, name)
+		next, slot = s.markerCPLocked(sc, gid, lane, free, kind, name, computed)
 		if d := s.cfg.director; d != nil {
 			c := &s.direct
-			*c = Call{Kind: kind, Name: name, Input: redacted(computed), Occurrence: occ, Parent: sc.parent, Node: sc.node, Step: s.log.n}
+			*c = Call{Kind: kind, Name: name, Input: redacted(computed), Occurrence: occ, Parent: sc.parent, Node: sc.node, Step: s.log.n,
+				Seq: s.directLocked()}
+			seq = c.Seq
 			if next != nil {
 				c.Marker = next.ev
 			}
@@ -414,12 +485,30 @@ func (s *session) marker(sc *scope, kind CallKind, name string, computed trace.V
 	case act.kind == actBlock:
 		act = Execute()
 	}
+	matched := int32(-1) // the base marker this one stands for
 	if res.err == nil && !res.served && (act.kind == actStrict || act.kind == actServeMatch) {
 		res = s.matchMarkerLocked(kind, name, computed, next, slot)
+		if next != nil {
+			matched = next.i
+		}
 		if res.err != nil && kind != KindEffect && kind != KindApproval {
 			res.err = nil // noted as the divergence; the live value is used
 			act = Execute()
 		}
+	} else if res.forced && free && next != nil && s.plan.ops != nil {
+		// A forced value in a concurrent group still stands for the
+		// recorded marker: its goroutine goes on from there.
+		s.plan.markerDone[slot] = true
+		matched = next.i
+	} else if act.kind == actExecute && res.err == nil && !res.served && next != nil && kind == KindDecision &&
+		next.m.Kind == trace.KindDecision && next.m.Value == redacted(computed) {
+		// A decision the Director lets the agent make (a fork's tail) that
+		// comes out as recorded is the recorded one.
+		s.plan.markerDone[slot] = true
+		matched = next.i
+	}
+	if matched >= 0 && free {
+		s.advanceLocked(sc, gid, matched)
 	}
 	s.mu.Unlock()
 
@@ -454,9 +543,37 @@ func (s *session) marker(sc *scope, kind CallKind, name string, computed trace.V
 	ev := trace.MarkerEvent(m)
 	ev.ParentID = sc.parent
 	s.mu.Lock()
-	s.appendLocked(&ev)
+	id := s.appendLocked(&ev)
+	s.noteLaneLocked(id, lane)
+	s.noteCPLocked(s.log.n-1, matched)
+	s.noteDirectedLocked(seq, s.log.n-1)
 	s.mu.Unlock()
 	return res
+}
+
+// markerCPLocked is the recorded marker a marker call stands for: in a
+// concurrent group (free), the group's marker of its kind and name with
+// its identifying value (a decision's, a parameter's default) as the group
+// matcher picks it, else the closest of its kind and name; otherwise, or
+// when the group has none (a base whose markers have no lanes), the next
+// recorded marker of its kind and name.
+func (s *session) markerCPLocked(sc *scope, gid uint64, lane int, free bool, kind CallKind, name string, computed trace.Value) (*markerRec, int32) {
+	p := s.plan
+	if free && p.ops != nil {
+		q := opQuery{kind: kind, name: name}
+		if kind == KindDecision || kind == KindParam {
+			q.input = redacted(computed)
+		}
+		b := s.groupMatchLocked(sc, gid, lane, q, false)
+		if b < 0 && !q.input.IsAbsent() {
+			b = s.groupMatchLocked(sc, gid, lane, q, true)
+		}
+		if b >= 0 {
+			m := p.markerAt[b]
+			return &p.markers[m], m
+		}
+	}
+	return p.nextMarker(kind.markerKey(), name)
 }
 
 // matchMarkerLocked serves or checks a marker from the recording: the next

@@ -57,6 +57,7 @@ type rec struct {
 type markerRec struct {
 	ev *trace.Event
 	m  trace.Marker
+	i  int32 // index of ev in the base events
 }
 
 // matchKey is what concurrent groups and Call.Match look a recorded call
@@ -111,6 +112,10 @@ type Prepared struct {
 
 	pathsOnce sync.Once
 	paths     []string // scope path inside each event (see pathOf)
+
+	// ops is the concurrency model of a laned base (groups.go); nil
+	// without lanes.
+	ops *opIndex
 
 	memo *memo // plain values encoded and outputs decoded by its replays (memo.go)
 
@@ -170,16 +175,8 @@ func prepare(base *trace.Trace) *Prepared {
 
 	// Lanes: an event is free when it, or an event it is nested in, was
 	// made on a concurrent goroutine of its scope.
-	var free []bool
-	if data := base.Extras[trace.LanesFile]; len(data) > 0 {
-		if lanes, err := trace.Lanes(data); err == nil && len(lanes) > 0 {
-			p.laned = true
-			free = make([]bool, n)
-			for i := range evs {
-				free[i] = lanes[evs[i].ID] > 0 || parent[i] >= 0 && free[parent[i]]
-			}
-		}
-	}
+	lanes := base.EventLanes()
+	p.laned = lanes != nil
 	calls := base.Calls()
 	p.calls = make([]rec, 0, len(calls))
 	next := 0 // the next of calls
@@ -197,7 +194,7 @@ func prepare(base *trace.Trace) *Prepared {
 		case ev.Type == trace.ToolCall || ev.Type == trace.LLMRequest:
 			c := &calls[next]
 			next++
-			r := rec{event: i, result: c.Result, free: free != nil && free[i]}
+			r := rec{event: i, result: c.Result, free: lanes != nil && lanes[i].Free}
 			r.Kind, r.Label, r.Call = KindTool, c.Label, ev
 			if ev.Type == trace.LLMRequest {
 				r.Kind = KindLLM
@@ -219,6 +216,12 @@ func prepare(base *trace.Trace) *Prepared {
 				continue
 			}
 			p.markerAt[i] = int32(len(p.markers))
+			p.markers = append(p.markers, markerRec{ev: ev, m: m, i: int32(i)})
+			if lanes != nil && lanes[i].Free {
+				// Matched within its concurrent group (groups.go), not
+				// from the queue of its kind and name.
+				continue
+			}
 			k := [2]string{m.Key, m.Name}
 			q, ok := p.queueID[k]
 			if !ok {
@@ -226,9 +229,11 @@ func prepare(base *trace.Trace) *Prepared {
 				p.queueID[k] = q
 				p.queues = append(p.queues, nil)
 			}
-			p.queues[q] = append(p.queues[q], int32(len(p.markers)))
-			p.markers = append(p.markers, markerRec{ev: ev, m: m})
+			p.queues[q] = append(p.queues[q], int32(len(p.markers)-1))
 		}
+	}
+	if lanes != nil {
+		p.ops = newOpIndex(p, lanes, parent)
 	}
 	return p
 }
@@ -462,11 +467,19 @@ type plan struct {
 	cursor     int     // calls before cursor are all consumed or skipped
 	left       int     // calls neither consumed nor skipped
 	skipped    int     // calls skipped
+
+	// The concurrent groups of a laned base (groups.go): per event, a
+	// state write matched (calls and markers keep their own state above),
+	// and how many goroutines matched it last; per list, where its
+	// pending members start.
+	taken  []bool
+	claims []int32
+	listAt []int32
 }
 
 // newPlan starts a session's walk through p.
 func newPlan(p *Prepared) *plan {
-	return &plan{
+	pl := &plan{
 		Prepared:   p,
 		state:      make([]uint8, len(p.calls)),
 		markerDone: make([]bool, len(p.markers)),
@@ -474,6 +487,11 @@ func newPlan(p *Prepared) *plan {
 		keyNext:    make([]int32, len(p.keyCalls)),
 		left:       len(p.calls),
 	}
+	if p.ops != nil {
+		n := len(p.base.Events)
+		pl.taken, pl.claims, pl.listAt = make([]bool, n), make([]int32, n), make([]int32, len(p.ops.members))
+	}
+	return pl
 }
 
 // at returns the first call at or after the cursor that is neither consumed
@@ -536,6 +554,9 @@ func (p *plan) skipNested(r *rec) {
 		}
 		if m := p.markerAt[i]; m >= 0 {
 			p.markerDone[m] = true
+		}
+		if p.taken != nil {
+			p.taken[i] = true
 		}
 		stack = append(stack, p.children(int(i))...)
 	}

@@ -90,7 +90,26 @@ type Result struct {
 	// Path is where the trace was saved ("" when it was not).
 	Path string
 
-	pending []*Recorded
+	pending  []*Recorded
+	directed []int32 // see session.directed
+	moved    []int32 // see session.moved
+}
+
+// DirectedStep is the step, in [Result.Trace], of the event that the call
+// a Director was given with [Call.Seq] seq produced, and false when it
+// produced none (a state read the Director did not patch). A Director that
+// reports steps maps them through it: [Call.Step] is only the number of
+// events when the call arrived, and a session that recorded concurrent
+// work writes its trace in the canonical order afterwards.
+func (r *Result) DirectedStep(seq int) (int, bool) {
+	if seq < 1 || seq > len(r.directed) || r.directed[seq-1] < 0 {
+		return 0, false
+	}
+	step := r.directed[seq-1]
+	if r.moved != nil && int(step) < len(r.moved) {
+		step = r.moved[step]
+	}
+	return int(step), true
 }
 
 // RunTrace returns the session's trace, so that a Result can stand wherever a
@@ -145,6 +164,12 @@ type scope struct {
 	// enclosing scope (or inside such a scope): its calls are unordered
 	// relative to the rest of the enclosing scope.
 	free bool
+
+	// In a replay of a laned base (groups.go): the base event the scope
+	// stands for (-1: none known), and the base operation each goroutine
+	// matched last in it.
+	cp   int32
+	last map[uint64]int32
 }
 
 func fromContext(ctx context.Context) *scope {
@@ -175,9 +200,10 @@ func (c *scopeCtx) Value(key any) any {
 // child returns a context for the events of a call or node: they hang under
 // parent, in node. kind and name label the scope ("tool", "search"); gid is
 // the goroutine opening it (0: unknown). usage says the context is a model
-// call's body, where ReportUsage writes.
-func (sc *scope) child(ctx context.Context, parent, node, kind, name string, gid uint64, free, usage bool) (context.Context, *usageSlot) {
-	c := &scopeCtx{Context: ctx, sc: scope{s: sc.s, parent: parent, node: node, up: sc, kind: kind, name: name, gid: gid, free: free}}
+// call's body, where ReportUsage writes. cp is the base event the scope
+// stands for in a replay (-1: none).
+func (sc *scope) child(ctx context.Context, parent, node, kind, name string, gid uint64, free, usage bool, cp int32) (context.Context, *usageSlot) {
+	c := &scopeCtx{Context: ctx, sc: scope{s: sc.s, parent: parent, node: node, up: sc, kind: kind, name: name, gid: gid, free: free, cp: cp}}
 	if usage {
 		c.sc.usage = &c.slot
 	}
@@ -209,9 +235,19 @@ type session struct {
 	direct      Call           // the Call handed to the Director, reused (valid only during Direct)
 	obs         Observer       // from the run's context; set before the agent runs, never changed
 	minted      mintedIDs      // provider-minted ids bound during the run (Transport)
-	lanes       map[string]int // call event id → lane, for lanes ≥ 1
+	lanes       map[string]int // operation event id → lane, for lanes ≥ 1
 	noSession   *ContextError  // the first wrapper called without the session (StrictContext)
 	owned       []uint64       // the goroutines of a strict run (nosession.go)
+	// cps holds, for each event appended (by step), the base event it
+	// stands for, -1 for none: kept when replaying a laned base, for the
+	// canonical order of the new trace (order.go).
+	cps []int32
+	// moved maps the step an event was appended at to its step in the
+	// canonical order; nil when nothing moved (order.go).
+	moved []int32
+	// directed holds, for each call directed (Call.Seq - 1), the step the
+	// event it produced was appended at, -1 for none.
+	directed []int32
 }
 
 // occKey counts the calls of one kind and name.
@@ -246,6 +282,9 @@ func newSession(cfg config, p *Prepared, agent string) *session {
 		s.log.cur = make([]trace.Event, 0, len(p.base.Events)+2)
 		s.calls.cur = make([]CallRecord, 0, len(p.calls))
 		s.aligned = true
+		if p.ops != nil {
+			s.cps = make([]int32, 0, len(p.base.Events)+2)
+		}
 		if len(cfg.liveModels) > 0 {
 			s.liveModels = setOf(cfg.liveModels)
 		}
@@ -427,10 +466,33 @@ func (s *session) addLocked(ev *trace.Event, clean *trace.Event) string {
 		entries[i].EventID = ev.ID
 	}
 	s.log.add(ev)
+	if s.cps != nil {
+		s.cps = append(s.cps, -1)
+	}
 	if len(entries) > 0 {
 		s.tr.Redactions = append(s.tr.Redactions, entries...)
 	}
 	return ev.ID
+}
+
+// rootCP is the base event the run scope stands for: the base's run_start
+// in a replay of a laned base, else -1.
+func (s *session) rootCP() int32 {
+	if s.plan == nil || s.plan.ops == nil {
+		return -1
+	}
+	if i, ok := s.plan.index[s.plan.rootID]; ok {
+		return i
+	}
+	return -1
+}
+
+// noteCPLocked records that the event appended at step stands for base
+// event b.
+func (s *session) noteCPLocked(step int, b int32) {
+	if s.cps != nil && step < len(s.cps) && b >= 0 {
+		s.cps[step] = b
+	}
 }
 
 // stampLocked gives ev a fresh id and its payload hashes, all three cut
@@ -510,7 +572,7 @@ func (s *session) run(ctx context.Context, input trace.Value, agent Agent) (*Res
 	}
 	obsCtx := ctx
 	gid := goid()
-	ctx = context.WithValue(ctx, ctxKey{}, &scope{s: s, parent: s.root, gid: gid})
+	ctx = context.WithValue(ctx, ctxKey{}, &scope{s: s, parent: s.root, gid: gid, cp: s.rootCP()})
 	s.started(gid)
 	defer s.ended()
 
@@ -589,6 +651,9 @@ func (s *session) finish(out any, err error) (*Result, error) {
 		s.tr.Status = trace.RunCompleted
 	}
 	s.tr.Events = s.log.all()
+	if len(s.lanes) > 0 {
+		s.tr.Events = s.canonicalLocked(s.tr.Events)
+	}
 	if data := s.lanesFile(); data != nil {
 		s.tr.Extras = map[string][]byte{trace.LanesFile: data}
 	}
@@ -609,6 +674,8 @@ func (s *session) finish(out any, err error) (*Result, error) {
 		Served:     s.counts[0],
 		Executed:   s.counts[1],
 		Blocked:    s.counts[2],
+		directed:   s.directed,
+		moved:      s.moved,
 	}
 	if s.plan != nil {
 		res.Mode = s.cfg.mode

@@ -379,7 +379,7 @@ func (t *transport) call(sc *scope, req *http.Request, e endpoint) (*http.Respon
 	}
 	s.mu.Lock()
 	raw = s.minted.canonical(raw)
-	ic.input, ic.parent, ic.node, ic.sc = redacted(raw), sc.parent, sc.node, sc
+	ic.input, ic.parent, ic.node, ic.sc, ic.gid = redacted(raw), sc.parent, sc.node, sc, gid
 	ic.lane = s.laneLocked(sc, gid)
 	d := s.dispatchLocked(&ic)
 	input, model := raw, ic.model
@@ -391,6 +391,8 @@ func (t *transport) call(sc *scope, req *http.Request, e endpoint) (*http.Respon
 	}
 	callID := s.appendCallLocked(&ic, input, model, d.rec, d.input.IsAbsent() && ic.input == raw)
 	s.noteLaneLocked(callID, ic.lane)
+	s.noteCPLocked(s.log.n-1, ic.cp)
+	s.noteDirectedLocked(ic.seq, s.log.n-1)
 	switch d.act {
 	case actServe:
 		s.appendServedLocked(&ic, callID, model, d)
@@ -434,7 +436,7 @@ func (t *transport) call(sc *scope, req *http.Request, e endpoint) (*http.Respon
 	cr := s.noteCallLocked(&ic, callID, Executed, d.rec)
 	if gid == 0 {
 		gid = goid()
-		ic.lane = s.laneLocked(sc, gid)
+		ic.gid, ic.lane = gid, s.laneLocked(sc, gid)
 		s.noteLaneLocked(callID, ic.lane)
 	}
 	var corr *Recorded
@@ -443,7 +445,7 @@ func (t *transport) call(sc *scope, req *http.Request, e endpoint) (*http.Respon
 	}
 	s.mu.Unlock()
 
-	ctx, slot := sc.child(req.Context(), callID, sc.node, string(ic.kind), ic.label(), gid, ic.free(), e.wire != 0)
+	ctx, slot := sc.child(req.Context(), callID, sc.node, string(ic.kind), ic.label(), gid, ic.free(), e.wire != 0, ic.cp)
 	var ci *CallInfo
 	if s.obs != nil {
 		ci = observed(&ic, cr, model)
