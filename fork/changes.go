@@ -730,7 +730,9 @@ func (c requestChange) bind(ix *index, _ Resolved, fresh bool) (*bound, error) {
 // State patches the state the agent reads in the tail: the first
 // [replay.Read] of a key in Set (at or after the fork point) returns the
 // new value, and of a key in Delete returns the zero value with the key
-// deleted; each is recorded as a state_change. Values are [trace.Value]s or
+// deleted; each is recorded as a state_change. Later reads of the key
+// return the patched value too until the agent writes the key, so
+// goroutines that read it concurrently all see it. Values are [trace.Value]s or
 // anything [trace.ValueOf] accepts.
 type State struct {
 	Set    map[string]any

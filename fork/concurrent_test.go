@@ -15,6 +15,7 @@ import (
 
 	"github.com/stepfork/stepfork/assert"
 	"github.com/stepfork/stepfork/fork"
+	"github.com/stepfork/stepfork/internal/shapes"
 	"github.com/stepfork/stepfork/replay"
 	"github.com/stepfork/stepfork/sftest"
 	"github.com/stepfork/stepfork/trace"
@@ -215,4 +216,75 @@ func TestStaticForkKeepsTheLanesOfKeptEvents(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, got, tc.lanes, tc.at)
 	}
+}
+
+// The reproduction of a change aimed at one concurrent call: a
+// worker pool of 3 goroutines processing 6 tasks, forked with the result of
+// the call for task "audit-9" changed. Whichever worker takes that task in
+// the fork, and whenever, the new result is that call's and only that
+// call's, in every fork.
+func TestChangeAimedAtOneCallOfAWorkerPool(t *testing.T) {
+	t.Parallel()
+	var pool shapes.Shape
+	for _, sh := range shapes.All() {
+		if sh.Name == "pool" {
+			pool = sh
+		}
+	}
+	ctx := context.Background()
+	rec, err := replay.Record(ctx, "pool", pool.Input, pool.Agent(shapes.Delays{Max: time.Millisecond}))
+	require.NoError(t, err)
+	id, _, out, err := pool.Target(rec.Trace)
+	require.NoError(t, err)
+	base := rec.Trace.Events[len(rec.Trace.Events)-1].Output
+	for range 20 {
+		v, err := fork.Run(ctx, rec.Trace, fork.Start(), pool.Agent(shapes.Delays{Max: 200 * time.Microsecond}),
+			fork.ToolResult(fork.OnEvent(id), out), fork.Memoize())
+		require.NoError(t, err)
+		require.Equal(t, 1, v.Changes[0].Applied)
+		require.NoError(t, pool.Check(base, v.Trace.Events[len(v.Trace.Events)-1].Output))
+	}
+}
+
+// A patched state key reads as patched until the agent writes it, so
+// goroutines that read it concurrently all see the patch, whichever reads
+// first.
+func TestPatchedStateReadOnGoroutines(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	agent := func(order []int) replay.Agent {
+		return func(ctx context.Context, _ trace.Value) (any, error) {
+			tones := make([]string, 3)
+			done := make([]chan struct{}, 3)
+			for i := range done {
+				done[i] = make(chan struct{})
+			}
+			var wg sync.WaitGroup
+			for k, i := range order {
+				wg.Go(func() {
+					defer close(done[k])
+					if k > 0 {
+						<-done[k-1]
+					}
+					tones[i] = replay.Read(ctx, "tone", "casual")
+				})
+			}
+			wg.Wait()
+			return tones, replay.Set(ctx, "tone", tones[0])
+		}
+	}
+	rec, err := replay.Record(ctx, "tones", nil, agent([]int{0, 1, 2}))
+	require.NoError(t, err)
+	for _, order := range [][]int{{0, 1, 2}, {2, 1, 0}} {
+		v, err := fork.Run(ctx, rec.Trace, fork.Start(), agent(order), fork.State{Set: map[string]any{"tone": "formal"}})
+		require.NoError(t, err)
+		require.Equal(t, []any{"formal", "formal", "formal"}, decodeAny(t, v.Trace.Events[len(v.Trace.Events)-1].Output), "order %v", order)
+	}
+}
+
+func decodeAny(t *testing.T, v trace.Value) any {
+	t.Helper()
+	var out any
+	require.NoError(t, v.Decode(&out))
+	return out
 }

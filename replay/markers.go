@@ -102,6 +102,7 @@ func Set(ctx context.Context, key string, value any) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.setLocked(sc, gid, key, v)
+	delete(s.patched, key)
 	return nil
 }
 
@@ -195,8 +196,11 @@ var redactedValue = trace.StringValue(trace.Redacted)
 // Read returns the value of state key that the agent holds as current. It
 // is the seam through which a fork patches state: a Director may answer the
 // read with another value (recorded as a state_change from current to the
-// patched value), and the agent continues with that. Without a Director, and
-// with no session in the context, it returns current and records nothing.
+// patched value), and the agent continues with that. The patched value
+// stands until the agent writes the key ([Set]): later reads of the key
+// return it too, so goroutines that read the key concurrently all see it,
+// whichever reads first. Without a Director, and with no session in the
+// context, it returns current and records nothing.
 func Read[T any](ctx context.Context, key string, current T) T {
 	sc := fromContext(ctx)
 	if sc == nil && activeSessions.Load() != 0 {
@@ -222,6 +226,13 @@ func Read[T any](ctx context.Context, key string, current T) T {
 	seq := c.Seq
 	a := s.cfg.director.Direct(c)
 	if a.kind != actServe {
+		if v, ok := s.patched[key]; ok {
+			// The key was patched and the agent has not written it since.
+			var out T
+			if v.IsAbsent() || v.Decode(&out) == nil {
+				return out
+			}
+		}
 		return current
 	}
 	var out T
@@ -232,6 +243,10 @@ func Read[T any](ctx context.Context, key string, current T) T {
 			return current
 		}
 	}
+	if s.patched == nil {
+		s.patched = map[string]trace.Value{}
+	}
+	s.patched[key] = a.value
 	if _, known := s.state[key]; !known {
 		s.state[key] = cur
 	}

@@ -223,6 +223,7 @@ type session struct {
 
 	lastEncoded atomic.Pointer[encodedValue] // the plain value the tail encoded last (memo.go)
 	state       map[string]trace.Value
+	patched     map[string]trace.Value // keys a Director patched on Read, until the agent writes them
 	occ         map[occKey]int
 	position    int // dependency calls intercepted
 	matched     int // recorded calls consumed by strict matching
