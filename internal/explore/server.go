@@ -35,23 +35,17 @@ func Serve(ctx context.Context, cfg Config, ready func(url string)) error {
 		return err
 	}
 	defer s.stop()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := view.ListenLoopback() // the limits of every page server of stepfork
 	if err != nil {
-		return fmt.Errorf("explore: cannot listen on the loopback address: %w", err)
+		return fmt.Errorf("explore: %w", err)
 	}
-	addr := ln.Addr().String()
-	srv := &http.Server{
-		Handler:           s.handler(addr),
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      60 * time.Second,
-		IdleTimeout:       60 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-	}
+	addr := l.Addr()
+	serving, stopServing := context.WithCancel(context.Background())
+	defer stopServing()
 	done := make(chan error, 1)
-	go func() { done <- srv.Serve(limitListener(ln, maxConns)) }()
+	go func() { done <- l.Serve(serving, s.handler(addr)) }()
 	if ready != nil {
-		ready("http://" + addr + s.prefix())
+		ready(l.Origin() + s.prefix())
 	}
 	var result error
 	select {
@@ -68,19 +62,12 @@ func Serve(ctx context.Context, cfg Config, ready func(url string)) error {
 	case <-waited:
 	case <-time.After(10 * time.Second): // an agent that ignores its context
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		srv.Close()
-	}
-	if serr := <-done; !errors.Is(serr, http.ErrServerClosed) && result == nil {
+	stopServing()
+	if serr := <-done; serr != nil && result == nil {
 		result = serr
 	}
 	return result
 }
-
-// maxConns is the most connections a session serves at once.
-const maxConns = 32
 
 // maxBody is the largest request body read.
 const maxBody = 8 << 20
@@ -416,36 +403,4 @@ func (s *session) serveShell(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	io.Copy(w, &buf)
-}
-
-// limitListener accepts at most n connections at once; the others wait.
-func limitListener(ln net.Listener, n int) net.Listener {
-	return &limited{Listener: ln, sem: make(chan struct{}, n)}
-}
-
-type limited struct {
-	net.Listener
-	sem chan struct{}
-}
-
-func (l *limited) Accept() (net.Conn, error) {
-	l.sem <- struct{}{}
-	c, err := l.Listener.Accept()
-	if err != nil {
-		<-l.sem
-		return nil, err
-	}
-	return &limitedConn{Conn: c, release: func() { <-l.sem }}, nil
-}
-
-type limitedConn struct {
-	net.Conn
-	once    sync.Once
-	release func()
-}
-
-func (c *limitedConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(c.release)
-	return err
 }

@@ -31,4 +31,11 @@
 //     deltas;
 //   - a sweep: one row per variant, sortable, each opening its diff, and a
 //     chart of incurred cost against outcome.
+//
+// `stepfork view` serves pages through [Loopback], the one place of the
+// limits of stepfork's page servers (the explore page's too): 127.0.0.1
+// only, requests in origin form naming the server's own address,
+// timeouts on reading, writing and idle connections, and a cap on
+// connections served at once. A [Site] renders each page once and serves
+// it from memory to every client.
 package view

@@ -3,15 +3,15 @@ package view
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
-	"time"
+	"sync"
 
 	"github.com/stepfork/stepfork/trace"
 )
@@ -26,6 +26,11 @@ type Site struct {
 	variants []SweepVariant
 	byName   map[string]*SweepVariant
 	baseNote string // why a sweep has no base, when it has none
+
+	mu    sync.Mutex
+	pages map[string]*renderedPage // by path, rendered once
+	kept  int                      // bytes of the pages kept
+	clock int64
 }
 
 // Open reads the bundles named by paths for a Site. A path is a bundle (a
@@ -141,8 +146,10 @@ func (s *Site) Page(links bool) *Page {
 // variant of a sweep (or /run/base and /run/variant of a diff), /diff/NAME
 // a variant's diff against the base. Nothing else is served: every page is
 // rendered from the bundles Open read, never from a path in the request,
-// so there is no file to reach by traversal and no listing. Requests with
-// another Host than the loopback address are refused (DNS rebinding).
+// so there is no file to reach by traversal and no listing. Each page is
+// rendered once, on its first request, and served from memory after
+// that, to any number of clients. Requests with another Host than the
+// loopback address are refused (DNS rebinding).
 func (s *Site) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
@@ -164,23 +171,104 @@ func (s *Site) Handler() http.Handler {
 			http.Error(w, "bad path", http.StatusBadRequest)
 			return
 		}
-		p, status := s.route(r.URL.Path)
-		if p == nil {
-			http.Error(w, http.StatusText(status), status)
-			return
-		}
-		var buf bytes.Buffer
-		if err := p.Render(&buf); err != nil {
+		page, status, err := s.rendered(r.URL.Path)
+		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
+		if page == nil {
+			http.Error(w, http.StatusText(status), status)
+			return
+		}
 		h.Set("Content-Type", "text/html; charset=utf-8")
-		h.Set("Content-Length", fmt.Sprint(buf.Len()))
+		h.Set("Content-Length", strconv.Itoa(len(page)))
 		if r.Method == http.MethodHead {
 			return
 		}
-		w.Write(buf.Bytes())
+		w.Write(page)
 	})
+}
+
+// rendered returns the page a path names, rendered on its first request
+// and kept while the pages kept are within maxKeptPages bytes (the pages
+// asked for least recently go first).
+func (s *Site) rendered(path string) ([]byte, int, error) {
+	if path == "/index.html" {
+		path = "/"
+	}
+	s.mu.Lock()
+	if s.pages == nil {
+		s.pages = map[string]*renderedPage{}
+	}
+	rp := s.pages[path]
+	if rp == nil {
+		rp = &renderedPage{path: path}
+		s.pages[path] = rp
+	}
+	s.clock++
+	rp.used = s.clock
+	s.mu.Unlock()
+	rp.once.Do(func() {
+		p, status := s.route(path)
+		rp.status = status
+		if p == nil {
+			return
+		}
+		var buf bytes.Buffer
+		if rp.err = p.Render(&buf); rp.err == nil {
+			rp.page = buf.Bytes()
+		}
+	})
+	s.keep(rp)
+	return rp.page, rp.status, rp.err
+}
+
+// maxKeptPages bounds the bytes of the rendered pages a Site keeps.
+const maxKeptPages = 128 << 20
+
+// keep counts a page just rendered and lets go of the pages asked for
+// least recently while the others are above maxKeptPages (a page being
+// written to a client stays in memory until it is written).
+func (s *Site) keep(rp *renderedPage) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if rp.page == nil {
+		// Not found, or not rendered: nothing is kept for a path that
+		// names no page, however many are asked for.
+		if s.pages[rp.path] == rp {
+			delete(s.pages, rp.path)
+		}
+		return
+	}
+	if rp.counted {
+		return
+	}
+	rp.counted = true
+	s.kept += len(rp.page)
+	for s.kept > maxKeptPages {
+		var old *renderedPage
+		for _, p := range s.pages {
+			if p != rp && p.counted && (old == nil || p.used < old.used) {
+				old = p
+			}
+		}
+		if old == nil {
+			return
+		}
+		delete(s.pages, old.path)
+		s.kept -= len(old.page)
+	}
+}
+
+// renderedPage is a page of a Site rendered on its first request.
+type renderedPage struct {
+	path    string
+	used    int64 // when it was last asked for (Site.clock)
+	counted bool  // in Site.kept
+	once    sync.Once
+	page    []byte
+	status  int
+	err     error
 }
 
 // route finds the page a path names.
@@ -228,29 +316,16 @@ func loopbackHost(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// Serve serves the site on 127.0.0.1 at a free port until ctx is done.
-// ready is called with the page's URL once the server listens.
+// Serve serves the site on 127.0.0.1 at a free port until ctx is done,
+// with the limits of [Loopback]. ready is called with the page's URL once
+// the server listens.
 func (s *Site) Serve(ctx context.Context, ready func(url string)) error {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := ListenLoopback()
 	if err != nil {
-		return fmt.Errorf("view: cannot listen on the loopback address: %w", err)
+		return fmt.Errorf("view: %w", err)
 	}
-	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
 	if ready != nil {
-		ready("http://" + ln.Addr().String() + "/")
+		ready(l.Origin() + "/")
 	}
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	err = srv.Shutdown(sctx)
-	if serr := <-done; !errors.Is(serr, http.ErrServerClosed) && err == nil {
-		err = serr
-	}
-	return err
+	return l.Serve(ctx, s.Handler())
 }
