@@ -24,9 +24,10 @@
 // what it did, and a test file holding it that is written next to the test
 // on request (never over a file, atomically).
 //
-// The session runs code on request, so it is served on 127.0.0.1 only,
-// under a random token in the address; a request without it, from another
-// Host, or changing state other than by a POST carrying the token in a
-// header with a JSON body and no foreign Origin is refused. Every string
+// The session runs code on request, so it is served by a view.Loopback
+// (127.0.0.1 only, requests naming that address in origin form, timeouts,
+// a cap on connections) under a random token in the address; a request
+// without the token, or changing state other than by a POST carrying it in
+// a header with a JSON body and no foreign Origin, is refused. Every string
 // the page shows, the generated code included, is redacted first.
 package explore

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"html/template"
 	"io"
-	"net"
 	"net/http"
 	"reflect"
 	"strconv"
@@ -39,11 +38,10 @@ func Serve(ctx context.Context, cfg Config, ready func(url string)) error {
 	if err != nil {
 		return fmt.Errorf("explore: %w", err)
 	}
-	addr := l.Addr()
 	serving, stopServing := context.WithCancel(context.Background())
 	defer stopServing()
 	done := make(chan error, 1)
-	go func() { done <- l.Serve(serving, s.handler(addr)) }()
+	go func() { done <- l.Serve(serving, s.handler(l.Origin())) }()
 	if ready != nil {
 		ready(l.Origin() + s.prefix())
 	}
@@ -83,14 +81,13 @@ func newToken() (string, error) {
 // prefix is the path every page of the session is under.
 func (s *session) prefix() string { return "/s/" + s.token + "/" }
 
-// handler serves the session at addr (the listener's host:port). Every
-// request must name the session's token in its path and the loopback
-// address in its Host; a state change is a POST with the token in the
-// X-Stepfork-Token header, a JSON body and no foreign Origin. Everything
-// else is refused before it reaches a page.
-func (s *session) handler(addr string) http.Handler {
-	_, port, _ := net.SplitHostPort(addr)
-	hosts := []string{"127.0.0.1:" + port, "localhost:" + port}
+// handler serves the session behind the guard of view.Loopback (requests
+// naming its own loopback address, in origin form). Every request must
+// name the session's token in its path; a state change is a POST with the
+// token in the X-Stepfork-Token header, a JSON body and no foreign Origin
+// (origin is the server's, http://127.0.0.1:PORT). Everything else is
+// refused before it reaches a page.
+func (s *session) handler(origin string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
 		h.Set("X-Content-Type-Options", "nosniff")
@@ -98,10 +95,6 @@ func (s *session) handler(addr string) http.Handler {
 		h.Set("Cache-Control", "no-store")
 		h.Set("X-Frame-Options", "SAMEORIGIN")
 		h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:; connect-src 'self'; frame-src 'self'; frame-ancestors 'self'; base-uri 'none'; form-action 'none'")
-		if !allowedHost(r.Host, hosts) || (r.URL.Host != "" && !allowedHost(r.URL.Host, hosts)) {
-			http.Error(w, "the explore session answers on its loopback address only", http.StatusForbidden)
-			return
-		}
 		rest, ok := strings.CutPrefix(r.URL.Path, "/s/")
 		tok, rest, _ := strings.Cut(rest, "/")
 		if !ok || subtle.ConstantTimeCompare([]byte(tok), []byte(s.token)) != 1 {
@@ -130,7 +123,7 @@ func (s *session) handler(addr string) http.Handler {
 				http.Error(w, "forbidden: a state change needs the session's token in X-Stepfork-Token", http.StatusForbidden)
 				return
 			}
-			if o := r.Header.Get("Origin"); o != "" && o != "http://"+r.Host {
+			if o := r.Header.Get("Origin"); o != "" && !strings.EqualFold(o, origin) && !strings.EqualFold(o, "http://"+r.Host) {
 				http.Error(w, "forbidden: a request from another origin", http.StatusForbidden)
 				return
 			}
@@ -142,16 +135,6 @@ func (s *session) handler(addr string) http.Handler {
 		}
 		s.serve(w, r, route, rest)
 	})
-}
-
-// allowedHost reports whether host is one of the session's addresses.
-func allowedHost(host string, hosts []string) bool {
-	for _, h := range hosts {
-		if strings.EqualFold(host, h) {
-			return true
-		}
-	}
-	return false
 }
 
 // routeOf names the route of a path below the session's prefix, and says
