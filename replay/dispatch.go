@@ -393,9 +393,9 @@ func (s *session) takeLocked(ic *intercept, r *rec, n int) decision {
 	}
 	switch r.Call.ReplayPolicy {
 	case trace.PolicyForbidden:
-		return fail(&PolicyError{ic.kind, r.Label, fmt.Sprintf("recorded %s call '%s' forbids automatic replay", r.Kind, r.Label)})
+		return fail(&PolicyError{Kind: ic.kind, Label: r.Label, msg: fmt.Sprintf("recorded %s call '%s' forbids automatic replay", r.Kind, r.Label)})
 	case trace.PolicyManual:
-		return fail(&PolicyError{ic.kind, r.Label, fmt.Sprintf("recorded %s call '%s' requires manual approval before replay", r.Kind, r.Label)})
+		return fail(&PolicyError{Kind: ic.kind, Label: r.Label, msg: fmt.Sprintf("recorded %s call '%s' requires manual approval before replay", r.Kind, r.Label)})
 	}
 	if !hybridLive {
 		if r.Missing {
@@ -409,7 +409,7 @@ func (s *session) takeLocked(ic *intercept, r *rec, n int) decision {
 		}
 	}
 	if s.cfg.mode == ModeLive && ic.kind == KindTool && !s.liveTools[ic.name] {
-		return fail(&PolicyError{ic.kind, ic.name, fmt.Sprintf(
+		return fail(&PolicyError{Kind: ic.kind, Label: ic.name, msg: fmt.Sprintf(
 			"live tool '%s' requires explicit authorization; pass allow_live_tools={'%s'} (replay.Live(%q))", ic.name, ic.name, ic.name)})
 	}
 	s.plan.consume(r)
@@ -449,7 +449,7 @@ func (s *session) dependency(ctx context.Context, sc *scope, ic *intercept, raw 
 	ic.gid = gid
 	ic.lane = s.laneLocked(sc, gid)
 	if c := s.minted.canonical(raw); c != raw { // a provider-minted id passed to a tool (Transport)
-		raw, ic.input = c, redacted(c)
+		raw, ic.input = c, s.redacted(c)
 	}
 	d := s.dispatchLocked(ic)
 	input, model := raw, ic.model
@@ -484,9 +484,11 @@ func (s *session) dependency(ctx context.Context, sc *scope, ic *intercept, raw 
 		cr := s.noteCallLocked(ic, callID, Blocked, nil)
 		s.mu.Unlock()
 		err := &BlockedError{Kind: ic.kind, Label: ic.label(), Reason: reason}
+		s.scrubErr(err)
 		s.observeAnswered(ctx, ic, cr, model, err)
 		return trace.Value{}, false, err
 	case actFail:
+		s.scrubErr(d.err)
 		s.noteLocked(d.err)
 		s.appendFailureLocked(ic, callID, model, d.err)
 		cr := s.noteCallLocked(ic, callID, Failed, d.rec)
@@ -563,7 +565,7 @@ func (s *session) cleanInput(raw trace.Value) trace.Value {
 			return raw
 		}
 	}
-	return redacted(raw)
+	return s.redacted(raw)
 }
 
 // observed describes a call to the session's Observer.

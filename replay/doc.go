@@ -79,7 +79,23 @@
 //
 // Everything is redacted (package trace's rules, [trace.RedactValue]) as it
 // is appended, before it is kept in memory or written; error messages of this
-// package only quote redacted values.
+// package only quote redacted values. A run id or an agent name that holds
+// a credential is refused before the run starts ([ErrInvalidOptions]): both
+// are written where nothing can be redacted.
+//
+// # Scrubbers
+//
+// What the library cannot know is secret (a customer's e-mail address, an
+// account number, the text of a ticket) is removed by scrubbers
+// ([trace.Scrubber]) installed once, as [Scrubbers]: an option of [Record]
+// and [Replay], an option of [Transport] (for every session its requests
+// run in), or [Sampler.Scrub]. They run with the guarantee of redaction:
+// after the credential patterns, on every payload string and key, name,
+// message and error type a session records, on every live value it
+// compares with the recording or quotes in an error, before anything is
+// hashed, saved or printed; redactions.json lists what they changed with
+// the reason "scrubber". Replay a run with the scrubbers it was recorded
+// with: a live value is compared with the recording as it was scrubbed.
 //
 // # Replay and matching
 //

@@ -59,11 +59,15 @@ type MismatchError struct {
 	Recorded trace.Value
 	Actual   trace.Value // set, with Recorded, when inputs or values differ
 
-	msg string
+	msg   string
+	scrub []trace.Scrubber // the session's, which the text passes through
 }
 
-// Error returns stepfork's text followed by the divergence report.
-func (e *MismatchError) Error() string {
+// Error returns stepfork's text followed by the divergence report,
+// redacted: it may quote what the agent did live.
+func (e *MismatchError) Error() string { return redactedText(e.text(), e.scrub...) }
+
+func (e *MismatchError) text() string {
 	var b strings.Builder
 	b.WriteString(e.msg)
 	if e.EventID != "" {
@@ -98,10 +102,11 @@ type ExhaustedError struct {
 	Kind  CallKind
 	Label string // tool name, model or marker name of the call the agent made
 	msg   string
+	scrub []trace.Scrubber
 }
 
-// Error returns the error message.
-func (e *ExhaustedError) Error() string { return e.msg }
+// Error returns the error message, redacted.
+func (e *ExhaustedError) Error() string { return redactedText(e.msg, e.scrub...) }
 
 // Is makes every ExhaustedError match ErrDiverged.
 func (e *ExhaustedError) Is(target error) bool { return target == ErrDiverged }
@@ -114,10 +119,11 @@ type PolicyError struct {
 	Kind  CallKind
 	Label string
 	msg   string
+	scrub []trace.Scrubber
 }
 
-// Error returns the error message.
-func (e *PolicyError) Error() string { return e.msg }
+// Error returns the error message, redacted.
+func (e *PolicyError) Error() string { return redactedText(e.msg, e.scrub...) }
 
 // Is makes every PolicyError match ErrDiverged.
 func (e *PolicyError) Is(target error) bool { return target == ErrDiverged }
@@ -161,11 +167,12 @@ type BlockedError struct {
 	Kind   CallKind
 	Label  string
 	Reason string
+	scrub  []trace.Scrubber
 }
 
-// Error returns the error message.
+// Error returns the error message, redacted.
 func (e *BlockedError) Error() string {
-	return fmt.Sprintf("%s call '%s' was blocked: %s", e.Kind, e.Label, e.Reason)
+	return redactedText(fmt.Sprintf("%s call '%s' was blocked: %s", e.Kind, e.Label, e.Reason), e.scrub...)
 }
 
 // Is makes every BlockedError match ErrBlocked.

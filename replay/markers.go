@@ -221,7 +221,7 @@ func Read[T any](ctx context.Context, key string, current T) T {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := &s.direct
-	*c = Call{Kind: KindState, Name: key, Input: redacted(cur), Parent: sc.parent, Node: sc.node,
+	*c = Call{Kind: KindState, Name: key, Input: s.redacted(cur), Parent: sc.parent, Node: sc.node,
 		Occurrence: s.occurrenceLocked(KindState, key), Step: s.log.n, Seq: s.directLocked()}
 	seq := c.Seq
 	a := s.cfg.director.Direct(c)
@@ -475,7 +475,7 @@ func (s *session) marker(sc *scope, kind CallKind, name string, computed trace.V
 		next, slot = s.markerCPLocked(sc, gid, lane, free, kind, name, computed)
 		if d := s.cfg.director; d != nil {
 			c := &s.direct
-			*c = Call{Kind: kind, Name: name, Input: redacted(computed), Occurrence: occ, Parent: sc.parent, Node: sc.node, Step: s.log.n,
+			*c = Call{Kind: kind, Name: name, Input: s.redacted(computed), Occurrence: occ, Parent: sc.parent, Node: sc.node, Step: s.log.n,
 				Seq: s.directLocked()}
 			seq = c.Seq
 			if next != nil {
@@ -516,7 +516,7 @@ func (s *session) marker(sc *scope, kind CallKind, name string, computed trace.V
 		s.plan.markerDone[slot] = true
 		matched = next.i
 	} else if act.kind == actExecute && res.err == nil && !res.served && next != nil && kind == KindDecision &&
-		next.m.Kind == trace.KindDecision && next.m.Value == redacted(computed) {
+		next.m.Kind == trace.KindDecision && next.m.Value == s.redacted(computed) {
 		// A decision the Director lets the agent make (a fork's tail) that
 		// comes out as recorded is the recorded one.
 		s.plan.markerDone[slot] = true
@@ -563,6 +563,9 @@ func (s *session) marker(sc *scope, kind CallKind, name string, computed trace.V
 	s.noteCPLocked(s.log.n-1, matched)
 	s.noteDirectedLocked(seq, s.log.n-1)
 	s.mu.Unlock()
+	if res.err != nil {
+		s.scrubErr(res.err)
+	}
 	return res
 }
 
@@ -577,7 +580,7 @@ func (s *session) markerCPLocked(sc *scope, gid uint64, lane int, free bool, kin
 	if free && p.ops != nil {
 		q := opQuery{kind: kind, name: name}
 		if kind == KindDecision || kind == KindParam {
-			q.input = redacted(computed)
+			q.input = s.redacted(computed)
 		}
 		b := s.groupMatchLocked(sc, gid, lane, q, false)
 		if b < 0 && !q.input.IsAbsent() {
@@ -622,8 +625,8 @@ func (s *session) matchMarkerLocked(kind CallKind, name string, computed trace.V
 		return markerResult{err: e}
 	}
 	if kind == KindDecision {
-		if m.Value != redacted(computed) {
-			e := &MismatchError{Kind: kind, Label: label, Step: ev.Step, EventID: ev.ID, Recorded: m.Value, Actual: redacted(computed),
+		if m.Value != s.redacted(computed) {
+			e := &MismatchError{Kind: kind, Label: label, Step: ev.Step, EventID: ev.ID, Recorded: m.Value, Actual: s.redacted(computed),
 				msg: fmt.Sprintf("decision '%s' diverged from the recording\n  recorded: %s\n  actual:   %s", label, preview(m.Value), preview(computed))}
 			s.noteLocked(e)
 			return markerResult{err: e}

@@ -61,7 +61,8 @@ type config struct {
 	savePath   string
 	saveOpts   []trace.SaveOption
 	runID      string // "" draws one
-	strict     bool   // StrictContext
+	scrub      []trace.Scrubber
+	strict     bool // StrictContext
 }
 
 // setMode records the mode an option asks for; asking for two different
@@ -118,6 +119,27 @@ func SaveTo(path string, opts ...trace.SaveOption) Option {
 // the session draws a fresh "run_<32 hex>".
 func RunID(id string) Option { return both(func(c *config) { c.runID = id }) }
 
+// Scrubbers are scrubbers ([trace.Scrubber]) to install on a session, as
+// an option of [Record] or [Replay], on a [Transport], as one of its
+// options, or on a [Sampler]: customer text that the library cannot know is
+// secret (tickets, e-mail addresses, account numbers) is removed with the
+// same guarantee as the built-in redaction. The session passes every
+// payload and name it records, and every live value it compares with the
+// recording or quotes in an error, through the credential patterns and then
+// through the scrubbers, before anything is hashed, saved, printed or
+// compared; what they change is listed in redactions.json with the reason
+// "scrubber". Scrubbers on a Transport apply to the whole session of every
+// request made through it, from the run's start. A run recorded with
+// scrubbers is replayed with the same ones, so that what the agent does
+// live is scrubbed as the recording was.
+//
+//	emails := trace.ScrubPattern(regexp.MustCompile(`[\w.+-]+@[\w-]+(\.[\w-]+)+`))
+//	res, err := replay.Record(ctx, "triage", ticket, agent, replay.Scrubbers{emails})
+type Scrubbers []trace.Scrubber
+
+func (s Scrubbers) applyRecord(c *config) { c.scrub = append(c.scrub, s...) }
+func (s Scrubbers) applyReplay(c *config) { c.scrub = append(c.scrub, s...) }
+
 func recordConfig(opts []RecordOption) config {
 	c := config{mode: ModeFrozen}
 	for _, o := range opts {
@@ -141,6 +163,9 @@ func replayConfig(opts []ReplayOption) config {
 // checkReplay checks the mode options against each other and against the
 // trace p was prepared from.
 func (c *config) checkReplay(p *Prepared) error {
+	if err := checkNames("replay.Replay", "", c.runID, c.scrub); err != nil {
+		return err
+	}
 	if c.runID != "" && c.runID == p.base.RunID {
 		return optionErrf("replay.RunID: %s is the run id of the trace replayed; a replay is a new run and needs a new id", c.runID)
 	}

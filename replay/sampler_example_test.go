@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 
 	"github.com/stepfork/stepfork/replay"
+	"github.com/stepfork/stepfork/trace"
 )
 
 // A service keeps every failed run of its agent and a tenth of the others,
@@ -38,4 +40,26 @@ func ExampleSampler() {
 	// Output:
 	// request 19: above the limit
 	// bundles saved: 10
+}
+
+// A support agent's runs hold customers' e-mail addresses, which no
+// credential pattern knows are secret: a scrubber installed on the session
+// removes them from everything recorded.
+func ExampleScrubbers() {
+	emails := trace.ScrubPattern(regexp.MustCompile(`[\w.+-]+@[\w-]+(\.[\w-]+)+`))
+	agent := replay.Typed(func(ctx context.Context, email string) (string, error) {
+		return "wrote to " + email, nil
+	})
+	res, err := replay.Record(context.Background(), "support", "dana@example.org", agent, replay.Scrubbers{emails})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(res.Output)
+	fmt.Println(res.Trace.Events[0].Input, res.Trace.Events[len(res.Trace.Events)-1].Output)
+	fmt.Println(res.Trace.Redactions[0].Reason)
+	// Output:
+	// wrote to dana@example.org
+	// "[REDACTED]" "wrote to [REDACTED]"
+	// scrubber
 }

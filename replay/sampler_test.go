@@ -189,7 +189,7 @@ func TestSamplerFullDisk(t *testing.T) {
 	}
 	serve(t, s, 40)
 	err := s.Close(t.Context())
-	if err == nil || !strings.Contains(err.Error(), "40 sampled run(s) could not be saved") {
+	if err == nil || !strings.Contains(err.Error(), "40 of 40 kept run(s) were not saved") || !strings.Contains(err.Error(), "40 failed to save") {
 		t.Fatalf("Close() = %v, want the 40 failed saves counted", err)
 	}
 	if st := s.Stats(); st.Failed != 40 || st.Saved != 0 {
@@ -219,23 +219,30 @@ func TestSamplerNeverWaitsForTheDisk(t *testing.T) {
 	serve(t, s, 30)
 	elapsed := time.Since(start)
 	st := s.Stats()
-	// At most one run is being saved (the blocked disk holds it) and two
-	// wait in the queue; every other kept run was dropped: 27, or 28 when
-	// the saver had not yet taken the first run off the queue.
-	if st.Kept != 30 || st.Dropped < 27 || st.Dropped > 28 {
-		t.Errorf("stats %+v, want 30 kept and 27 or 28 dropped", st)
+	// At most samplerSavers runs are being saved (the blocked disk holds
+	// them) and two wait in the queue; every other kept run was dropped.
+	if st.Kept != 30 || st.Dropped < 30-2-samplerSavers || st.Dropped > 28 || st.Kept != st.Saved+st.Dropped+st.Failed+st.Pending {
+		t.Errorf("stats %+v, want 30 kept, %d to 28 dropped, the rest pending", st, 30-2-samplerSavers)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
-	if err := s.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("Close with the disk blocked = %v, want the context's deadline", err)
+	err := s.Close(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "still being saved") {
+		t.Errorf("Close with the disk blocked = %v, want the context's deadline and the runs being saved", err)
+	}
+	// What waited in the queue was dropped when Close gave up; only the
+	// runs being saved are pending.
+	if st := s.Stats(); st.Pending > samplerSavers || st.Kept != st.Saved+st.Dropped+st.Failed+st.Pending {
+		t.Errorf("stats %+v after Close gave up: the counts do not add up", st)
 	}
 	close(release)
-	if err := s.Close(t.Context()); err != nil {
-		t.Errorf("Close after the disk came back = %v", err)
-	}
-	if st := s.Stats(); st.Saved+st.Dropped != 30 {
+	err = s.Close(t.Context())
+	st = s.Stats()
+	if st.Saved+st.Dropped != 30 || st.Pending != 0 {
 		t.Errorf("stats %+v: saved and dropped do not add up to the 30 kept", st)
+	}
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%d of 30 kept run(s) were not saved", st.Dropped)) {
+		t.Errorf("Close after the disk came back = %v, want the %d dropped runs reported", err, st.Dropped)
 	}
 	// The requests did not wait for the blocked disk (which never answered
 	// while they ran); how long they took is logged for the reader, not timed.

@@ -249,6 +249,64 @@ type session struct {
 	// directed holds, for each call directed (Call.Seq - 1), the step the
 	// event it produced was appended at, -1 for none.
 	directed []int32
+	// scrub holds the session's scrubbers (Scrubbers): those of its
+	// options, and those of every Transport a request of the run went
+	// through (scrubbedBy), added under mu; rescrub says events were
+	// recorded before some of them came.
+	scrub      atomic.Pointer[[]trace.Scrubber]
+	scrubbedBy map[*transport]bool
+	rescrub    bool
+}
+
+// scrubbers returns the session's scrubbers.
+func (s *session) scrubbers() []trace.Scrubber {
+	if p := s.scrub.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// addScrubbersLocked installs the scrubbers of a Transport a request of
+// the run went through, once per Transport. Events recorded before are
+// scrubbed again when the run finishes.
+func (s *session) addScrubbersLocked(t *transport) {
+	if len(t.scrub) == 0 || s.scrubbedBy[t] {
+		return
+	}
+	if s.scrubbedBy == nil {
+		s.scrubbedBy = map[*transport]bool{}
+	}
+	s.scrubbedBy[t] = true
+	all := append(append([]trace.Scrubber(nil), s.scrubbers()...), t.scrub...)
+	s.scrub.Store(&all)
+	s.rescrub = s.rescrub || s.log.n > 0
+}
+
+// redacted is v after redaction and the session's scrubbers: what the
+// session records of a live value, compares with the recording and quotes.
+func (s *session) redacted(v trace.Value) trace.Value {
+	r, _ := trace.RedactValue(v, s.scrubbers()...)
+	return r
+}
+
+// scrubErr gives a divergence or a blocked call the session's scrubbers,
+// which its message then passes through as it passes through redaction.
+func (s *session) scrubErr(err error) error {
+	sc := s.scrubbers()
+	if len(sc) == 0 {
+		return err
+	}
+	switch e := err.(type) {
+	case *MismatchError:
+		e.scrub = sc
+	case *ExhaustedError:
+		e.scrub = sc
+	case *PolicyError:
+		e.scrub = sc
+	case *BlockedError:
+		e.scrub = sc
+	}
+	return err
 }
 
 // occKey counts the calls of one kind and name.
@@ -264,6 +322,10 @@ func newSession(cfg config, p *Prepared, agent string) *session {
 		state: map[string]trace.Value{},
 		occ:   map[occKey]int{},
 		ids:   newIDs(),
+	}
+	if len(cfg.scrub) > 0 {
+		sc := append([]trace.Scrubber(nil), cfg.scrub...)
+		s.scrub.Store(&sc)
 	}
 	goos := runtime.GOOS
 	version := Version
@@ -419,7 +481,14 @@ func (s *session) addLocked(ev *trace.Event, clean *trace.Event) string {
 	}
 	var entries []trace.RedactionEntry
 	same := false // ev equals the base event at its place
+	scrub := s.scrubbers()
 	switch {
+	case len(scrub) > 0:
+		// Scrubbers see everything: no event is taken for clean as it is.
+		red, es, err := trace.RedactEvent(*ev, scrub...)
+		if err == nil {
+			*ev, entries = red, es
+		}
 	case clean != nil && cleanStrings(ev):
 		// Payloads served from the recording: its redactions carry over.
 		if len(clean.Redactions) > 0 {
@@ -652,6 +721,9 @@ func (s *session) finish(out any, err error) (*Result, error) {
 		s.tr.Status = trace.RunCompleted
 	}
 	s.tr.Events = s.log.all()
+	if s.rescrub {
+		s.rescrubLocked()
+	}
 	if len(s.lanes) > 0 {
 		s.tr.Events = s.canonicalLocked(s.tr.Events)
 	}
@@ -685,6 +757,37 @@ func (s *session) finish(out any, err error) (*Result, error) {
 		}
 	}
 	return res, recErr
+}
+
+// rescrubLocked passes the events recorded before a Transport's scrubbers
+// came through them too, and the failure taken from them.
+func (s *session) rescrubLocked() {
+	scrub := s.scrubbers()
+	for i := range s.tr.Events {
+		ev := &s.tr.Events[i]
+		red, es, err := trace.RedactEvent(*ev, scrub...)
+		if err != nil || len(es) == 0 {
+			continue
+		}
+		*ev = red
+		s.tr.Redactions = append(s.tr.Redactions, es...)
+		if f := s.tr.Failure; f != nil && ev.Type == trace.ErrorEvent && ev.Step == f.Step {
+			f.Type, f.Message = ev.ErrorType, ev.Message
+		}
+	}
+}
+
+// checkNames refuses an agent name or run id that holds a credential (or
+// what a scrubber removes): both are written into the bundle's manifest,
+// every event and the bundle's file name, where nothing may be redacted.
+func checkNames(fn, agentName, runID string, scrub []trace.Scrubber) error {
+	if red, hit := trace.RedactString(agentName, scrub...); hit {
+		return optionErrf("%s: the agent name %q holds a credential or what a scrubber removes; name the agent without it (the name is written into the bundle and its file name)", fn, red)
+	}
+	if red, hit := trace.RedactString(runID, scrub...); hit {
+		return optionErrf("replay.RunID: the run id %q holds a credential or what a scrubber removes; choose an id without it (the run id is written into every event and the bundle's file name)", red)
+	}
+	return nil
 }
 
 var unsafeAgentChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
@@ -740,6 +843,9 @@ func Record(ctx context.Context, agentName string, input any, agent Agent, opts 
 	}
 	if agent == nil {
 		return nil, optionErrf("replay.Record: the agent is nil")
+	}
+	if err := checkNames("replay.Record", agentName, cfg.runID, cfg.scrub); err != nil {
+		return nil, err
 	}
 	v, err := valueOf(input)
 	if err != nil {

@@ -185,8 +185,11 @@ func Transport(base http.RoundTripper, opts ...TransportOption) http.RoundTrippe
 type transport struct {
 	base   http.RoundTripper
 	prices Prices
-	err    error // an invalid option, returned by every call made with a session
+	scrub  []trace.Scrubber // installed on the session of every request (Scrubbers)
+	err    error            // an invalid option, returned by every call made with a session
 }
+
+func (s Scrubbers) applyTransport(t *transport) { t.scrub = append(t.scrub, s...) }
 
 func (t *transport) next() http.RoundTripper {
 	if t.base == nil {
@@ -378,8 +381,9 @@ func (t *transport) call(sc *scope, req *http.Request, e endpoint) (*http.Respon
 		gid = goid()
 	}
 	s.mu.Lock()
+	s.addScrubbersLocked(t)
 	raw = s.minted.canonical(raw)
-	ic.input, ic.parent, ic.node, ic.sc, ic.gid = redacted(raw), sc.parent, sc.node, sc, gid
+	ic.input, ic.parent, ic.node, ic.sc, ic.gid = s.redacted(raw), sc.parent, sc.node, sc, gid
 	ic.lane = s.laneLocked(sc, gid)
 	d := s.dispatchLocked(&ic)
 	input, model := raw, ic.model
@@ -423,9 +427,11 @@ func (t *transport) call(sc *scope, req *http.Request, e endpoint) (*http.Respon
 		cr := s.noteCallLocked(&ic, callID, Blocked, nil)
 		s.mu.Unlock()
 		err := &BlockedError{Kind: ic.kind, Label: ic.label(), Reason: reason}
+		s.scrubErr(err)
 		s.observeAnswered(req.Context(), &ic, cr, model, err)
 		return nil, err
 	case actFail:
+		s.scrubErr(d.err)
 		s.noteLocked(d.err)
 		s.appendFailureLocked(&ic, callID, model, d.err)
 		cr := s.noteCallLocked(&ic, callID, Failed, d.rec)

@@ -82,9 +82,10 @@ func redacted(v trace.Value) trace.Value {
 	return r
 }
 
-// redactedText is s with credential patterns replaced, for messages.
-func redactedText(s string) string {
-	r, _ := trace.RedactString(s)
+// redactedText is s with credential patterns replaced (and what the
+// scrubbers remove), for messages.
+func redactedText(s string, scrub ...trace.Scrubber) string {
+	r, _ := trace.RedactString(s, scrub...)
 	return r
 }
 

@@ -289,7 +289,19 @@ func (p *credentialPattern) replace(s string) string {
 // that sk- and Stripe prefixes glued to a word need the shape of a key
 // ("ask-proj-…" yes, "task-runner-service" no). "[REDACTED]" is left as it
 // is: redacting a redacted string finds nothing.
-func RedactString(s string) (string, bool) {
+//
+// Scrubbers, when given, are applied after the patterns, in order (see
+// [Scrubber]).
+func RedactString(s string, scrub ...Scrubber) (string, bool) {
+	if len(scrub) > 0 {
+		r, reason := scrubString(s, scrub)
+		return r, reason != ""
+	}
+	return redactCredentials(s)
+}
+
+// redactCredentials is RedactString without scrubbers.
+func redactCredentials(s string) (string, bool) {
 	if s == Redacted {
 		return s, false
 	}

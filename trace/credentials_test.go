@@ -2,6 +2,8 @@ package trace
 
 import (
 	"encoding/base64"
+	"errors"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -144,4 +146,40 @@ func FuzzRedactString(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestScrubbers checks that scrubbers apply after the patterns to every
+// string and key, with their own reason, and to protected fields as the
+// patterns do.
+func TestScrubbers(t *testing.T) {
+	t.Parallel()
+	emails := ScrubPattern(regexp.MustCompile(`[\w.+-]+@[\w-]+(\.[\w-]+)+`))
+	in := MustValueOf(map[string]any{"to": "dana@example.org", "dana@example.org": 1, "k": "sk-" + "abcdefghijklmnop dana@example.org", "n": 3})
+	got, fs := RedactValue(in, emails)
+	if strings.Contains(got.Canonical(), "dana@") {
+		t.Fatalf("RedactValue = %s", got)
+	}
+	want := map[string]string{"/to": ReasonScrubber, "/[REDACTED]": ReasonScrubber, "/k": ReasonCredentialPattern}
+	if len(fs) != len(want) {
+		t.Errorf("findings %v, want %v", fs, want)
+	}
+	for _, f := range fs {
+		if want[f.Path] != f.Reason {
+			t.Errorf("finding %v, want reason %q", f, want[f.Path])
+		}
+	}
+	if again, fs := RedactValue(got, emails); again != got || len(fs) != 0 {
+		t.Errorf("scrubbing twice changed %s to %s (%v)", got, again, fs)
+	}
+	if s, hit := RedactString("mail dana@example.org", emails); !hit || s != "mail "+Redacted {
+		t.Errorf("RedactString = %q, %v", s, hit)
+	}
+	ev := Event{ID: "evt_dana@example.org", RunID: "r", Type: ToolCall, Name: "t", Input: NullValue}
+	if _, _, err := RedactEvent(ev, emails); !errors.Is(err, ErrProtectedField) {
+		t.Errorf("RedactEvent with a scrubbed id = %v, want ErrProtectedField", err)
+	}
+	m := Manifest{RunID: "run_1", AgentName: "agent dana@example.org"}
+	if red, es, err := RedactManifest(m, emails); err != nil || red.AgentName != "agent "+Redacted || len(es) != 1 || es[0].Reason != ReasonScrubber {
+		t.Errorf("RedactManifest = %+v, %v, %v", red, es, err)
+	}
 }

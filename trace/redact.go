@@ -17,6 +17,7 @@ const ManifestEventID = "__manifest__"
 const (
 	ReasonSensitiveKey      = "sensitive_key"
 	ReasonCredentialPattern = "credential_pattern"
+	ReasonScrubber          = "scrubber" // a [Scrubber] the user installed
 )
 
 // ErrProtectedField is returned when a credential pattern appears in a field
@@ -146,13 +147,17 @@ func hasSensitiveAnchor(s string) bool {
 // the findings with JSON Pointer paths (RFC 6901) relative to v. v itself is
 // not changed (Values are immutable). Redacting a redacted value finds
 // nothing.
-func RedactValue(v Value) (Value, []Finding) {
-	if v.IsAbsent() || !mayNeedRedaction(v.raw) {
+//
+// Scrubbers, when given, are applied to every string and key after the
+// credential patterns (see [Scrubber]); what they change is found with
+// [ReasonScrubber].
+func RedactValue(v Value, scrub ...Scrubber) (Value, []Finding) {
+	if v.IsAbsent() || len(scrub) == 0 && !mayNeedRedaction(v.raw) {
 		return v, nil
 	}
 	var fs []Finding
 	var path pointerPath
-	out := redactWalk(v, &path, &fs)
+	out := redactWalk(v, &path, &fs, scrub)
 	return out, fs
 }
 
@@ -182,25 +187,25 @@ func (p pointerPath) pointer() string {
 	return b.String()
 }
 
-func redactWalk(v Value, path *pointerPath, fs *[]Finding) Value {
+func redactWalk(v Value, path *pointerPath, fs *[]Finding, scrub []Scrubber) Value {
 	depth := len(*path)
 	switch v.Kind() {
 	case String:
 		s, _ := v.Str()
-		if r, ok := RedactString(s); ok {
-			*fs = append(*fs, Finding{path.pointer(), ReasonCredentialPattern})
+		if r, reason := scrubString(s, scrub); reason != "" {
+			*fs = append(*fs, Finding{path.pointer(), reason})
 			return StringValue(r)
 		}
 		return v
 	case Array:
-		if !mayNeedRedaction(v.raw) {
+		if len(scrub) == 0 && !mayNeedRedaction(v.raw) {
 			return v
 		}
 		var elems []Value
 		changed := false
 		for i, e := range v.Elems() {
 			*path = append((*path)[:depth], pathSegment{idx: i, arr: true})
-			r := redactWalk(e, path, fs)
+			r := redactWalk(e, path, fs, scrub)
 			if r != e && !changed {
 				changed = true
 				elems = make([]Value, 0, i+1)
@@ -222,7 +227,7 @@ func redactWalk(v Value, path *pointerPath, fs *[]Finding) Value {
 		out, _ := ArrayValue(elems...)
 		return out
 	case Object:
-		if !mayNeedRedaction(v.raw) {
+		if len(scrub) == 0 && !mayNeedRedaction(v.raw) {
 			return v
 		}
 		var ms []Member
@@ -230,13 +235,13 @@ func redactWalk(v Value, path *pointerPath, fs *[]Finding) Value {
 		n := 0
 		for k, x := range v.Members() {
 			key := k
-			if anchorMask(k) != 0 { // a key may hold a credential too
-				if rk, hit := RedactString(k); hit {
+			if len(scrub) > 0 || anchorMask(k) != 0 { // a key may hold a credential too
+				if rk, reason := scrubString(k, scrub); reason != "" {
 					// The member keeps its place under a redacted key,
 					// made unique among the object's keys.
 					key = uniqueKey(v, ms, rk)
 					*path = append((*path)[:depth], pathSegment{key: key})
-					*fs = append(*fs, Finding{path.pointer(), ReasonCredentialPattern})
+					*fs = append(*fs, Finding{path.pointer(), reason})
 				}
 			}
 			*path = append((*path)[:depth], pathSegment{key: key})
@@ -247,7 +252,7 @@ func redactWalk(v Value, path *pointerPath, fs *[]Finding) Value {
 					*fs = append(*fs, Finding{path.pointer(), ReasonSensitiveKey})
 				}
 			} else {
-				r = redactWalk(x, path, fs)
+				r = redactWalk(x, path, fs, scrub)
 			}
 			if (r != x || key != k) && !changed {
 				changed = true
@@ -311,20 +316,22 @@ func escapePointer(s string) string {
 // entries first, no duplicates). A credential in a protected field (id,
 // run_id, parent_id, type, status, replay_policy, hashes, redactions,
 // run_status) is ErrProtectedField. When nothing is redacted the result is
-// ev itself, sharing its Redactions and pointers.
-func RedactEvent(ev Event) (Event, []RedactionEntry, error) {
+// ev itself, sharing its Redactions and pointers. Scrubbers, when given,
+// apply to every redactable field after the credential patterns (see
+// [Scrubber]), and to the protected ones as the patterns do.
+func RedactEvent(ev Event, scrub ...Scrubber) (Event, []RedactionEntry, error) {
 	for _, s := range [...]string{ev.ID, ev.RunID, ev.ParentID, string(ev.Type), string(ev.Status),
 		string(ev.ReplayPolicy), ev.InputHash, ev.OutputHash, string(ev.RunStatus)} {
-		if _, hit := RedactString(s); hit {
+		if _, hit := RedactString(s, scrub...); hit {
 			return ev, nil, ErrProtectedField
 		}
 	}
 	for _, s := range ev.Redactions {
-		if _, hit := RedactString(s); hit {
+		if _, hit := RedactString(s, scrub...); hit {
 			return ev, nil, ErrProtectedField
 		}
 	}
-	if !mayHoldCredential(ev.ErrorType) && !mayHoldCredential(ev.Key) && !mayHoldCredential(ev.Message) &&
+	if len(scrub) == 0 && !mayHoldCredential(ev.ErrorType) && !mayHoldCredential(ev.Key) && !mayHoldCredential(ev.Message) &&
 		!mayHoldCredential(ev.Model) && !mayHoldCredential(ev.Name) && !mayHoldCredential(ev.Provider) &&
 		!mayNeedRedaction(ev.After.raw) && !mayNeedRedaction(ev.Before.raw) && !mayNeedRedaction(ev.Details.raw) &&
 		!mayNeedRedaction(ev.Input.raw) && !mayNeedRedaction(ev.Output.raw) {
@@ -345,13 +352,13 @@ func RedactEvent(ev Event) (Event, []RedactionEntry, error) {
 		{"message", &out.Message, nil}, {"model", &out.Model, nil}, {"name", &out.Name, nil},
 		{"output", nil, &out.Output}, {"provider", &out.Provider, nil}} {
 		if f.s != nil {
-			if r, ok := RedactString(*f.s); ok {
+			if r, reason := scrubString(*f.s, scrub); reason != "" {
 				*f.s = r
-				add("/"+f.name, ReasonCredentialPattern)
+				add("/"+f.name, reason)
 			}
 			continue
 		}
-		r, fs := RedactValue(*f.v)
+		r, fs := RedactValue(*f.v, scrub...)
 		*f.v = r
 		for _, x := range fs {
 			add("/"+f.name+x.Path, x.Reason)
@@ -374,17 +381,18 @@ func RedactEvent(ev Event) (Event, []RedactionEntry, error) {
 
 // RedactManifest returns a redacted copy of m and its entries (event id
 // ManifestEventID). agent_name, failure.type, failure.message and the
-// environment strings are redactable; run_id is protected.
-func RedactManifest(m Manifest) (Manifest, []RedactionEntry, error) {
-	if _, hit := RedactString(m.RunID); hit {
+// environment strings are redactable; run_id is protected. Scrubbers,
+// when given, apply as in [RedactEvent].
+func RedactManifest(m Manifest, scrub ...Scrubber) (Manifest, []RedactionEntry, error) {
+	if _, hit := RedactString(m.RunID, scrub...); hit {
 		return m, nil, ErrProtectedField
 	}
 	out := m
 	var entries []RedactionEntry
 	add := func(path string, p *string) {
-		if r, ok := RedactString(*p); ok {
+		if r, reason := scrubString(*p, scrub); reason != "" {
 			*p = r
-			entries = append(entries, RedactionEntry{ManifestEventID, path, ReasonCredentialPattern, Redacted})
+			entries = append(entries, RedactionEntry{ManifestEventID, path, reason, Redacted})
 		}
 	}
 	add("/agent_name", &out.AgentName)
