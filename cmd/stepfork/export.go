@@ -116,6 +116,7 @@ func (o *exportOptions) run(e *env, path string) int {
 		if err != nil {
 			return fail(exitInput, "Unable to export trace.", redact(err.Error()))
 		}
+		data = clip.InertJSON(data) // printed or written, nothing in it acts on a terminal
 		if o.output == "" {
 			e.stdout.Write(data)
 			return exitOK

@@ -134,9 +134,10 @@ func (e *env) printf(format string, args ...any) { fmt.Fprintf(e.stdout, format,
 
 func (e *env) println(s string) { fmt.Fprintln(e.stdout, s) }
 
-// writeJSON writes one line of JSON to stdout.
+// writeJSON writes one line of JSON to stdout, with the characters that
+// would act on a terminal escaped (clip.InertJSON: the same JSON value).
 func (e *env) writeJSON(b []byte) {
-	e.stdout.Write(append(b, '\n'))
+	e.stdout.Write(append(clip.InertJSON(b), '\n'))
 }
 
 // redact applies trace redaction to a string taken from a trace (or from an
@@ -153,41 +154,11 @@ func redactValue(v trace.Value) trace.Value {
 }
 
 // clean prepares a string from a trace for a terminal: redacted, and with
-// control characters (escape sequences, newlines, bidi controls are kept
-// visible but inert) written as Go escapes so a hostile trace cannot move
-// the cursor, recolor the screen or forge lines of output.
-func clean(s string) string {
-	s = redact(s)
-	if !needsEscape(s) {
-		return s
-	}
-	var b strings.Builder
-	for i, w := 0, 0; i < len(s); i += w {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		w = size
-		switch {
-		case r == utf8.RuneError && size == 1:
-			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == 0x2028 || r == 0x2029 ||
-			(r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069):
-			q := strconv.QuoteRune(r)
-			b.WriteString(q[1 : len(q)-1])
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
-
-func needsEscape(s string) bool {
-	for _, r := range s {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == utf8.RuneError || r == 0x2028 || r == 0x2029 ||
-			(r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069) {
-			return true
-		}
-	}
-	return false
-}
+// control characters (escape sequences, newlines, C1 and bidi controls are
+// kept visible but inert: clip.Inert) written as Go escapes so a hostile
+// trace cannot move the cursor, recolor the screen or forge lines of
+// output.
+func clean(s string) string { return clip.Inert(redact(s)) }
 
 // preview returns the compact JSON of a redacted value, cut to limit runes
 // with "…" (stepfork's previews: 180 for inspect details, 120 for diff).

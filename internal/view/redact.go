@@ -2,7 +2,9 @@ package view
 
 import (
 	"reflect"
+	"strings"
 
+	"github.com/stepfork/stepfork/internal/clip"
 	"github.com/stepfork/stepfork/trace"
 )
 
@@ -10,9 +12,11 @@ var valueType = reflect.TypeFor[trace.Value]()
 
 // redactAll passes everything a page shows through trace's redaction, in
 // place: every string of the page model (labels, messages, paths, event
-// ids, change descriptions) through trace.RedactString, and every payload
+// ids, change descriptions) through trace.RedactString and, line by line,
+// clip.InertText (so a name cannot hide or reorder text), and every payload
 // through trace.RedactValue (values under sensitive keys and credential
-// patterns). Bundles on disk are redacted when saved; this is the second,
+// patterns, their strings and keys inert line by line too). Bundles on
+// disk are redacted when saved; this is the second,
 // independent pass every output of stepfork makes, so a hand-edited bundle
 // or a pattern added to trace later cannot reach a page unredacted.
 //
@@ -40,7 +44,13 @@ func redactWalk(v reflect.Value, seen map[uintptr]bool) {
 	case reflect.Struct:
 		if v.Type() == valueType {
 			if v.CanSet() {
-				red, _ := trace.RedactValue(v.Interface().(trace.Value))
+				pv := v.Interface().(trace.Value)
+				var red trace.Value
+				if mayAct(pv.Canonical()) {
+					red, _ = trace.RedactValue(pv, inertScrubber)
+				} else {
+					red, _ = trace.RedactValue(pv)
+				}
 				v.Set(reflect.ValueOf(red))
 			}
 			return
@@ -72,9 +82,25 @@ func redactWalk(v reflect.Value, seen map[uintptr]bool) {
 		}
 	case reflect.String:
 		if v.CanSet() {
-			if s, changed := trace.RedactString(v.String()); changed {
+			s, _ := trace.RedactString(v.String())
+			if s = clip.InertText(s); s != v.String() {
 				v.SetString(s)
 			}
 		}
 	}
+}
+
+// mayAct reports whether canonical JSON text may hold a character
+// clip.InertText escapes: a raw one (DEL, C1, bidi, separators) or an
+// escaped control character other than a line break or a tab.
+func mayAct(c string) bool {
+	return strings.ContainsFunc(c, func(r rune) bool { return r >= 0x7f && clip.Acts(r) }) ||
+		strings.Contains(c, `\b`) || strings.Contains(c, `\f`) || strings.Contains(c, `\r`) || strings.Contains(c, `\u00`)
+}
+
+// inertScrubber makes every string and key of a payload inert, as the
+// strings of the page model are.
+func inertScrubber(s string) (string, bool) {
+	r := clip.InertText(s)
+	return r, r != s
 }

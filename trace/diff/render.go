@@ -274,8 +274,8 @@ func (d *Result) StepforkText() string {
 		return p
 	}
 	b.WriteString("Stepfork Behavioral Diff\n\n")
-	fmt.Fprintf(&b, "Baseline:  %s\n", pathOr(d.Base.Path))
-	fmt.Fprintf(&b, "Candidate: %s\n\n", pathOr(d.Variant.Path))
+	fmt.Fprintf(&b, "Baseline:  %s\n", clip.Inert(pathOr(d.Base.Path)))
+	fmt.Fprintf(&b, "Candidate: %s\n\n", clip.Inert(pathOr(d.Variant.Path)))
 	for i := range d.Steps {
 		writeStepforkStep(&b, &d.Steps[i])
 	}
@@ -289,7 +289,9 @@ func (d *Result) StepforkText() string {
 }
 
 func writeStepforkStep(b *strings.Builder, s *Step) {
-	header := string(s.Type) + ": " + s.Label
+	// Names and values are printed inert (clip.Inert): a name holding a
+	// line break cannot forge a line of the text.
+	header := string(s.Type) + ": " + clip.Inert(s.Label)
 	switch s.Kind {
 	case Added:
 		fmt.Fprintf(b, "+ %s (added)\n", header)
@@ -323,15 +325,15 @@ func writeStepforkStep(b *strings.Builder, s *Step) {
 	for _, key := range order {
 		cs := groups[key]
 		if len(cs) == 0 {
-			fmt.Fprintf(b, "  %s: unchanged\n", key)
+			fmt.Fprintf(b, "  %s: unchanged\n", clip.Inert(key))
 			continue
 		}
-		fmt.Fprintf(b, "  %s:\n", key)
+		fmt.Fprintf(b, "  %s:\n", clip.Inert(key))
 		for _, c := range cs {
-			fmt.Fprintf(b, "    expected: %s\n", pythonShort(c.Expected))
-			fmt.Fprintf(b, "    actual:   %s\n", pythonShort(c.Actual))
+			fmt.Fprintf(b, "    expected: %s\n", clip.Inert(pythonShort(c.Expected)))
+			fmt.Fprintf(b, "    actual:   %s\n", clip.Inert(pythonShort(c.Actual)))
 			if c.Path != key {
-				fmt.Fprintf(b, "    at:       %s\n", c.Path)
+				fmt.Fprintf(b, "    at:       %s\n", clip.Inert(c.Path))
 			}
 		}
 	}
@@ -448,7 +450,7 @@ func (d *Result) Explain() string {
 		fmt.Fprintf(&b, "  status    %s          was %s\n", vt, bt)
 	}
 	if d.Divergence != nil {
-		fmt.Fprintf(&b, "  diverged  %s\n", d.Divergence)
+		fmt.Fprintf(&b, "  diverged  %s\n", clip.Inert(d.Divergence.String()))
 	}
 	d.writePath(&b)
 	shown := 0
@@ -468,7 +470,7 @@ func (d *Result) Explain() string {
 		parts := make([]string, len(d.State))
 		for i, s := range d.State {
 			mark := map[Kind]string{Added: "+", Removed: "-", Changed: "~"}[s.Change]
-			parts[i] = mark + s.Key
+			parts[i] = mark + clip.Inert(s.Key)
 			if s.BytesDelta != 0 {
 				parts[i] += fmt.Sprintf(" (%+dB)", s.BytesDelta)
 			}
@@ -490,7 +492,7 @@ func stepToken(s *Step) string {
 		if t == trace.StepRun {
 			return "run"
 		}
-		return string(t) + ":" + label
+		return string(t) + ":" + clip.Inert(label)
 	}
 	switch s.Kind {
 	case Added:
@@ -545,7 +547,7 @@ func (d *Result) writePath(b *strings.Builder) {
 }
 
 func sideRef(name string, s *trace.BehaviorStep) string {
-	return fmt.Sprintf("%s #%d %s %s", name, s.Index, s.EventID, s.Where())
+	return fmt.Sprintf("%s #%d %s %s", name, s.Index, clip.Inert(s.EventID), clip.Inert(s.Where()))
 }
 
 func writeExplainStep(b *strings.Builder, s *Step) {
@@ -557,7 +559,7 @@ func writeExplainStep(b *strings.Builder, s *Step) {
 	if s.Variant != nil {
 		refs = append(refs, sideRef("variant", s.Variant))
 	}
-	fmt.Fprintf(b, "  %s %-8s%s %s (%s)\n", mark, "#"+strconv.Itoa(s.Index), s.Type, s.Label, strings.Join(refs, ", "))
+	fmt.Fprintf(b, "  %s %-8s%s %s (%s)\n", mark, "#"+strconv.Itoa(s.Index), s.Type, clip.Inert(s.Label), strings.Join(refs, ", "))
 	for i := range s.Changes {
 		if i == explainChanges {
 			fmt.Fprintf(b, "              … and %d more changes\n", len(s.Changes)-i)
@@ -565,9 +567,9 @@ func writeExplainStep(b *strings.Builder, s *Step) {
 		}
 		c := &s.Changes[i]
 		expected, actual := clip.Diff(explainValueText(c.Expected), explainValueText(c.Actual), explainValue)
-		fmt.Fprintf(b, "              %s\n", c.Path)
-		fmt.Fprintf(b, "                expected: %s\n", expected)
-		fmt.Fprintf(b, "                actual:   %s\n", actual)
+		fmt.Fprintf(b, "              %s\n", clip.Inert(c.Path))
+		fmt.Fprintf(b, "                expected: %s\n", clip.Inert(expected))
+		fmt.Fprintf(b, "                actual:   %s\n", clip.Inert(actual))
 	}
 }
 
