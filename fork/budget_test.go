@@ -97,6 +97,10 @@ func TestRunID(t *testing.T) {
 	assert.Equal(t, "run_named_before", n.started, "the observer knew the name when the run started")
 	assert.Equal(t, "run_named_before", v.Trace.RunID)
 	assert.Equal(t, "run_named_before", v.Info.RunID)
+	// The error names the option the caller wrote and matches fork's
+	// sentinels, not replay's.
 	_, err = Run(context.Background(), base, Failure(), c.agent(&world{}), RunID(base.RunID))
-	assert.ErrorContains(t, err, "is the run id of the trace replayed")
+	assert.EqualError(t, err, `fork.Run: fork.RunID("`+base.RunID+`"): it is the run id of the base run; a variant is a new run and needs an id of its own`)
+	assert.ErrorIs(t, err, ErrInvalidChange)
+	assert.NotErrorIs(t, err, replay.ErrInvalidOptions)
 }

@@ -734,6 +734,11 @@ func (c requestChange) bind(ix *index, _ Resolved, fresh bool) (*bound, error) {
 // return the patched value too until the agent writes the key, so
 // goroutines that read it concurrently all see it. Values are [trace.Value]s or
 // anything [trace.ValueOf] accepts.
+//
+// A State must set or delete at least one key: State{} changes nothing and
+// is refused with an error matching [ErrInvalidChange], as is a key both
+// set and deleted. A variant of a sweep that changes nothing (a control) is
+// a [Named] with no Changes.
 type State struct {
 	Set    map[string]any
 	Delete []string
@@ -841,7 +846,7 @@ func (c State) bind(*index, Resolved, bool) (*bound, error) {
 		b.claims = append(b.claims, claim{kind: ckState, name: k})
 	}
 	if len(b.claims) == 0 {
-		return fail("it sets and deletes nothing")
+		return fail("it sets and deletes nothing; a variant that changes nothing (a sweep's control) is written with no change at all: fork.Named{Name: \"control\"}")
 	}
 	return b, nil
 }
@@ -875,12 +880,13 @@ func DecisionOnce(name string, value any) Change {
 // Param makes every [replay.Param] of name in the tail return value.
 func Param(name string, value any) Change { return newValueChange(ckParam, name, value, false) }
 
-// HumanResponse answers every [replay.Approve] named decision in the tail
-// with data ("" answers every approval). Without it, an approval of the
-// tail is served the base run's recorded answer when there is one, and is
-// blocked otherwise.
-func HumanResponse(decision string, data any) Change {
-	return newValueChange(ckHuman, decision, data, false)
+// HumanResponse answers every [replay.Approve] of the approval named
+// approval in the tail (the name the agent passes to replay.Approve; ""
+// answers every approval) with answer, which the approval returns as if a
+// person had given it. Without it, an approval of the tail is served the
+// base run's recorded answer when there is one, and is blocked otherwise.
+func HumanResponse(approval string, answer any) Change {
+	return newValueChange(ckHuman, approval, answer, false)
 }
 
 func (c valueChange) applyRun(cfg *config)  { addChange(cfg, c) }

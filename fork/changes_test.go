@@ -94,6 +94,8 @@ func TestChangeErrors(t *testing.T) {
 			"model response of step 99: no event at step 99 in the base run", ErrInvalidChange},
 		{"set and delete", Start(), []RunOption{State{Set: map[string]any{"tone": "a"}, Delete: []string{"tone"}}},
 			"state set tone and delete tone: 'tone' is both set and deleted; keep one", ErrInvalidChange},
+		{"empty state", Start(), []RunOption{State{}},
+			`state (no-op): it sets and deletes nothing; a variant that changes nothing (a sweep's control) is written with no change at all: fork.Named{Name: "control"}`, ErrInvalidChange},
 		{"temperature", Start(), []RunOption{Temperature("write", 3)},
 			"temperature of 'write' → 3: a temperature is between 0 and 2", ErrInvalidChange},
 		{"empty target", Start(), []RunOption{Prompt("", "x")},

@@ -22,7 +22,7 @@
 // A fork point ([At]) resolves to one position of the base run's events:
 // [Step], [Event], [Start], [Failure] (what Run uses when at is nil, on a
 // failed run), [BeforeNode], [AfterNode], [BeforeCall], [BeforeFirstWriteOf],
-// [BeforeDecision], [Where]. [Points] lists every position a run offers. Only
+// [BeforeFirstReadOf], [BeforeDecision], [Where]. [Points] lists every position a run offers. Only
 // boundaries are positions: a result or anything inside a tool or model call
 // would split the call and is refused, naming it. The agent runs again from
 // its beginning under a replay session (package replay, through a

@@ -15,7 +15,8 @@ var (
 	// ErrInvalidChange: a change or an [Override] that cannot be applied to
 	// the base run (a target that does not exist, that lies in the served
 	// prefix or beyond the cut, that is not overridable; a value that
-	// cannot be recorded; a malformed wire form).
+	// cannot be recorded; a malformed wire form), or an option whose value
+	// cannot be used ([Budget] below zero, [RunID] of the base run itself).
 	ErrInvalidChange = errors.New("invalid change")
 	// ErrConflict: two changes (or two overrides) write the same thing.
 	ErrConflict = errors.New("conflicting changes")

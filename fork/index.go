@@ -39,6 +39,8 @@ type index struct {
 	params     map[string][]int32
 	firstWrite map[string]int32 // plain state key → first state_change writing it
 	keyOrder   []string
+	firstRead  map[string]int32 // state key → first @read marker of it (replay.Read)
+	readOrder  []string
 
 	// groups are the spans of the concurrent groups (indexGroups).
 	groups []groupSpan
@@ -108,6 +110,7 @@ func newIndex(tr *trace.Trace) *index {
 		decisions:  map[string][]int32{},
 		params:     map[string][]int32{},
 		firstWrite: map[string]int32{},
+		firstRead:  map[string]int32{},
 		sufTools:   make([]int32, n+1),
 		sufModels:  make([]int32, n+1),
 		sufCost:    make([]float64, n+1),
@@ -182,6 +185,11 @@ func newIndex(tr *trace.Trace) *index {
 			case trace.MarkerParam:
 				ix.params[m.Name] = append(ix.params[m.Name], int32(i))
 				ix.occ[i] = int32(len(ix.params[m.Name]))
+			case trace.MarkerRead:
+				if _, seen := ix.firstRead[m.Name]; !seen {
+					ix.firstRead[m.Name] = int32(i)
+					ix.readOrder = append(ix.readOrder, m.Name)
+				}
 			}
 		}
 	}

@@ -385,6 +385,36 @@ func BeforeFirstWriteOf(key string) At {
 	}}
 }
 
+// BeforeFirstReadOf is the position before the first read of a state key
+// through replay.Read (its @read marker): before the innermost node that
+// read it, so that the reader executes again and reads what a [State]
+// change gives it; at the read itself when it was made outside any node.
+// It is the fork point "before the node whose read injected a given fact".
+//
+// replay.Read records where it reads: a base recorded before reads were
+// recorded has none, and the error says so.
+func BeforeFirstReadOf(key string) At {
+	return atFunc{fmt.Sprintf("BeforeFirstReadOf(%q)", key), func(ix *index) (Resolved, error) {
+		r, ok := ix.firstRead[key]
+		if !ok {
+			if len(ix.readOrder) == 0 {
+				return Resolved{}, pointErrf("no state read of '%s' in this run: it records no read at all (replay.Read records where it reads; a run recorded before it did has none: record it again). Keys written: %s.", key, nameList(ix.keyOrder))
+			}
+			return Resolved{}, pointErrf("no state read of '%s' in this run. Keys read: %s.", key, nameList(ix.readOrder))
+		}
+		p := int(r)
+		desc := fmt.Sprintf("before the first read of '%s'", key)
+		if n := ix.node[r]; n >= 0 {
+			p = int(n)
+			desc = fmt.Sprintf("before '%s' first read '%s'", ix.nodeName(n), key)
+		}
+		if err := ix.boundary(p); err != nil {
+			return Resolved{}, err
+		}
+		return ix.resolvedAt(p, desc), nil
+	}}
+}
+
 // BeforeDecision is the position of the first @decision marker of the
 // decision (or approval) name: everything before is served, and the decision
 // is made again (or forced with a Decision change).
@@ -538,6 +568,8 @@ func (ix *index) describe(i int) string {
 			return "before the time is read"
 		case trace.MarkerID:
 			return "before an id is drawn"
+		case trace.MarkerRead:
+			return fmt.Sprintf("before state '%s' is read", m.Name)
 		}
 		return fmt.Sprintf("before marker %s", ev.Key)
 	}

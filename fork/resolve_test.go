@@ -3,6 +3,7 @@ package fork
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -112,4 +113,54 @@ func TestStateDeleteIsAnAbsence(t *testing.T) {
 	assert.Equal(t, "plan", d.Key)
 	assert.Equal(t, diff.Removed, d.Change, "the deleted key: %+v", d)
 	assert.True(t, d.After.IsAbsent(), "after: %v", d.After)
+}
+
+// TestBeforeFirstReadOf: the fork point before the node whose read of a
+// state key (replay.Read) decides what follows — the seed's "before the
+// node whose read injected a given fact" — so a State change reaches that
+// read and the node runs again with it.
+func TestBeforeFirstReadOf(t *testing.T) {
+	t.Parallel()
+	reply := replay.Tool("reply", func(ctx context.Context, text string) (string, error) { return text, nil })
+	agent := func(ctx context.Context, _ trace.Value) (any, error) {
+		if err := replay.Set(ctx, "customer_tier", "basic"); err != nil {
+			return nil, err
+		}
+		var out string
+		err := replay.Node(ctx, "greet", func(ctx context.Context) error {
+			tier := replay.Read(ctx, "customer_tier", "basic")
+			var err error
+			out, err = reply(ctx, "Hello, "+tier+" customer.")
+			return err
+		})
+		return out, err
+	}
+	rec, err := replay.Record(context.Background(), "tier-agent", nil, agent)
+	require.NoError(t, err)
+
+	at := BeforeFirstReadOf("customer_tier")
+	v, err := Run(context.Background(), rec.Trace, at, agent, State{Set: map[string]any{"customer_tier": "gold"}}, Allow("reply"))
+	require.NoError(t, err)
+	assert.Equal(t, "before 'greet' first read 'customer_tier'", v.At.Description)
+	assert.Equal(t, "greet", v.At.Node)
+	assert.Equal(t, "Hello, gold customer.", v.Output)
+	assert.Equal(t, 1, v.Changes[0].Applied)
+
+	// The reads recorded keep a fork with no change its base's twin, at
+	// every point (the fidelity invariant), the read's own point included.
+	for _, p := range Points(rec.Trace) {
+		v, err := Run(context.Background(), rec.Trace, p.At(), agent, Allow("reply"))
+		require.NoError(t, err, p.Description)
+		assert.True(t, v.Diff.Equivalent(), "%s: %v", p.Description, v.Diff.Divergence)
+		assert.Len(t, v.Trace.Events, len(rec.Trace.Events), p.Description)
+	}
+
+	// A key no one read, and a run recorded before reads were recorded.
+	_, err = Run(context.Background(), rec.Trace, BeforeFirstReadOf("nope"), agent)
+	assert.EqualError(t, err, `BeforeFirstReadOf("nope"): no state read of 'nope' in this run. Keys read: customer_tier.`)
+	assert.ErrorIs(t, err, ErrUnresolved)
+	old := rec.Trace.Clone()
+	old.Events = slices.DeleteFunc(old.Events, func(ev trace.Event) bool { return ev.Key == trace.MarkerRead })
+	_, err = Run(context.Background(), old, BeforeFirstReadOf("customer_tier"), agent)
+	assert.ErrorContains(t, err, "it records no read at all (replay.Read records where it reads; a run recorded before it did has none: record it again)")
 }

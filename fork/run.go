@@ -69,7 +69,8 @@ type config struct {
 // RunID names the variant before it runs: id is its run id, known to a
 // [replay.Observer] in the context from the start of the run (so a sink
 // keyed on the run can open before the tail writes into it), and in its
-// fork.json. It must differ from the base run's.
+// fork.json. It must differ from the base run's: the base's own id is
+// refused before anything runs, with an error matching [ErrInvalidChange].
 func RunID(id string) RunOption { return runOnly(func(c *config) { c.runID = id }) }
 
 // runOnly is an option of Run only.
@@ -308,6 +309,10 @@ func Run(ctx context.Context, base *trace.Trace, at At, agent replay.Agent, opts
 		return nil, errors.New("fork.Run: the agent is nil")
 	}
 	cfg := runConfig(opts)
+	if cfg.runID != "" && cfg.runID == base.RunID {
+		return nil, fmt.Errorf("fork.Run: %w", changeErrf(fmt.Sprintf("fork.RunID(%q)", cfg.runID),
+			"it is the run id of the base run; a variant is a new run and needs an id of its own"))
+	}
 	p, err := planFork(indexOf(base), at, cfg.changes)
 	if err != nil {
 		return nil, err

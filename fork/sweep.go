@@ -20,6 +20,14 @@ import (
 )
 
 // Named is one variant of a sweep: a name and its changes.
+//
+// A variant with no Changes is the sweep's control: it forks the base at
+// the same point with nothing changed (beyond the changes [Each]'s options
+// give every variant), so the tail runs again as it is — what the other
+// variants are compared with when the tail is not deterministic, or when
+// Memoize or the guard change what it costs. Write it as
+// fork.Named{Name: "control"}; a change that changes nothing, such as an
+// empty [State], is refused instead.
 type Named struct {
 	Name    string
 	Changes []Change

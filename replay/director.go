@@ -34,6 +34,8 @@ func (k CallKind) markerKey() string {
 		return trace.MarkerID
 	case KindEffect:
 		return trace.MarkerEffect
+	case opRead:
+		return trace.MarkerRead
 	}
 	return ""
 }

@@ -159,9 +159,12 @@ func TestDirectorPatchesForcesBlocksAndMemoizes(t *testing.T) {
 	req := find(t, res.Trace, trace.LLMRequest, "large")
 	assert.Equal(t, "p", req.Provider)
 	assert.Equal(t, `{"messages":[{"content":"sum=30","role":"user"}],"system":"be verbose","temperature":0.7}`, req.Input.Canonical())
-	decision := evs[len(evs)-3]
+	decision := evs[len(evs)-4]
 	m, _ := decision.Marker()
 	assert.Equal(t, trace.Marker{Key: "@decision", Name: "route", Kind: "decision", Value: trace.StringValue("b"), Forced: true}, m)
+	// Where the agent read the key, then the patch of what it read.
+	read, _ := evs[len(evs)-3].Marker()
+	assert.Equal(t, trace.Marker{Key: "@read", Name: "tone"}, read)
 	state := evs[len(evs)-2]
 	assert.Equal(t, "tone", state.Key)
 	assert.Equal(t, `"neutral"`, state.Before.Canonical())

@@ -42,6 +42,9 @@ import (
 // opNode is the kind of an entered node, as a group matches it.
 const opNode CallKind = "node"
 
+// opRead is the kind of a state read's @read marker (replay.Read).
+const opRead CallKind = "read"
+
 // opIndex is the concurrency model of a laned base run, computed once per
 // Prepared: for every event, its lane and its neighbours in its lane, and
 // the operations of each concurrent group by identity.
@@ -107,6 +110,8 @@ func identityOf(ev *trace.Event) (kind CallKind, name string, input trace.Value,
 		return KindID, "", trace.Value{}, true
 	case trace.MarkerEffect:
 		return KindEffect, m.Name, trace.Value{}, true
+	case trace.MarkerRead:
+		return opRead, m.Name, trace.Value{}, true
 	}
 	return "", "", trace.Value{}, false
 }

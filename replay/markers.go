@@ -199,30 +199,41 @@ var redactedValue = trace.StringValue(trace.Redacted)
 // patched value), and the agent continues with that. The patched value
 // stands until the agent writes the key ([Set]): later reads of the key
 // return it too, so goroutines that read the key concurrently all see it,
-// whichever reads first. Without a Director, and with no session in the
-// context, it returns current and records nothing.
+// whichever reads first. Without a Director it returns current.
+//
+// Where the agent read the key is recorded as an @read marker (its name
+// only, not the value), so that a fork can start before the first read of a
+// key (fork.BeforeFirstReadOf). A replay of a recording that holds no @read
+// marker (made before reads were recorded) records none either, so that it
+// stays event for event the recording. With no session in the context it
+// returns current and records nothing.
 func Read[T any](ctx context.Context, key string, current T) T {
 	sc := fromContext(ctx)
 	if sc == nil && activeSessions.Load() != 0 {
 		_ = sessionless("Read", "state read", key) // kept by a strict run
 	}
-	if sc == nil || sc.s.plan == nil || sc.s.cfg.director == nil {
+	if sc == nil {
 		return current
 	}
 	s := sc.s
-	cur, err := valueOf(current)
-	if err != nil {
-		return current
-	}
 	var gid uint64
 	if s.tracksLanes() {
 		gid = goid()
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	step := s.log.n // the read's own step: before its marker
+	s.readLocked(sc, gid, key)
+	if s.plan == nil || s.cfg.director == nil {
+		return current
+	}
+	cur, err := valueOf(current)
+	if err != nil {
+		return current
+	}
 	c := &s.direct
 	*c = Call{Kind: KindState, Name: key, Input: s.redacted(cur), Parent: sc.parent, Node: sc.node,
-		Occurrence: s.occurrenceLocked(KindState, key), Step: s.log.n, Seq: s.directLocked()}
+		Occurrence: s.occurrenceLocked(KindState, key), Step: step, Seq: s.directLocked()}
 	seq := c.Seq
 	a := s.cfg.director.Direct(c)
 	if a.kind != actServe {
@@ -253,6 +264,33 @@ func Read[T any](ctx context.Context, key string, current T) T {
 	s.setLocked(sc, gid, key, a.value)
 	s.noteDirectedLocked(seq, s.log.n-1)
 	return out
+}
+
+// readLocked records that the agent reads state key: an @read marker,
+// standing for the base run's @read of key it matches on replay (as any
+// marker does). A replay of a base that records no reads records none.
+func (s *session) readLocked(sc *scope, gid uint64, key string) {
+	lane := s.laneLocked(sc, gid)
+	free := lane > 0 || sc.free
+	matched := int32(-1)
+	if s.plan != nil {
+		next, slot := s.markerCPLocked(sc, gid, lane, free, opRead, key, trace.Value{})
+		if next == nil && !s.plan.reads {
+			return
+		}
+		if next != nil {
+			s.plan.markerDone[slot] = true
+			matched = next.i
+			if free {
+				s.advanceLocked(sc, gid, matched)
+			}
+		}
+	}
+	ev := trace.MarkerEvent(trace.Marker{Key: trace.MarkerRead, Name: key})
+	ev.ParentID = sc.parent
+	id := s.appendLocked(&ev)
+	s.noteLaneLocked(id, lane)
+	s.noteCPLocked(s.log.n-1, matched)
 }
 
 // Decide records a decision the agent computed (a route, a branch) as a

@@ -220,7 +220,7 @@ func kindRank(ev *trace.Event) int {
 	switch kind {
 	case KindNow, KindID, KindEffect, KindApproval:
 		return 0
-	case KindParam:
+	case KindParam, opRead:
 		return 1
 	case KindDecision:
 		return 2

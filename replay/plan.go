@@ -98,6 +98,7 @@ type Prepared struct {
 	tools    map[string]bool
 	models   map[string]bool
 	laned    bool // some call belongs to a concurrent group (lane ≥ 1)
+	reads    bool // the base records state reads (@read markers)
 
 	// hashes are the payload hashes of each event (input, output), filled
 	// on first use: hashState[i] goes 0 → 1 (being computed by one
@@ -216,6 +217,7 @@ func prepare(base *trace.Trace) *Prepared {
 				continue
 			}
 			p.markerAt[i] = int32(len(p.markers))
+			p.reads = p.reads || m.Key == trace.MarkerRead
 			p.markers = append(p.markers, markerRec{ev: ev, m: m, i: int32(i)})
 			if lanes != nil && lanes[i].Free {
 				// Matched within its concurrent group (groups.go), not

@@ -137,7 +137,9 @@ func verify(ctx context.Context, path string, tr *trace.Trace) error {
 }
 
 // Record returns the trace testdata/NAME.sftrace of a run of agent on input,
-// recording or replaying it as httprr does with HTTP traffic:
+// recording or replaying it as httprr does with HTTP traffic. Its arguments
+// come in replay.Record's order: what the run is called, its input, the
+// agent.
 //
 //   - With go test -stepfork.record=REGEXP and a regexp matching name, the
 //     agent runs for real (replay.Record) and its trace is written to
@@ -149,11 +151,19 @@ func verify(ctx context.Context, path string, tr *trace.Trace) error {
 //     diverges; each message says how to record again.
 //
 // The flag is defined only in test binaries and is not -update, so it never
-// collides with golden-file libraries. name may contain slashes
-// (testdata/refund/failure.sftrace); its last element is the agent name of
-// a new recording.
-func Record(t testing.TB, name string, agent replay.Agent, input any) *trace.Trace {
+// collides with golden-file libraries. name is the trace's name, not the
+// agent's: it may contain slashes (refund/failure is
+// testdata/refund/failure.sftrace). A new recording's agent is named by
+// [AgentName], or else after the trace (the manifest's agent_name, which
+// pages and goldens show): "refund/failure".
+func Record(t testing.TB, name string, input any, agent replay.Agent, opts ...RecordOption) *trace.Trace {
 	t.Helper()
+	agentName := name
+	for _, o := range opts {
+		if a, ok := o.(agentNameOption); ok {
+			agentName = string(a)
+		}
+	}
 	if name == "" || strings.HasSuffix(name, "/") || path.IsAbs(name) || strings.Contains(name, "..") {
 		t.Fatalf("sftest.Record: %q is not a trace name: use a relative name such as \"refund-failure\" (saved as testdata/refund-failure.sftrace)", name)
 	}
@@ -169,7 +179,7 @@ func Record(t testing.TB, name string, agent replay.Agent, input any) *trace.Tra
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatalf("sftest.Record: %v", err)
 		}
-		res, err := replay.Record(t.Context(), path.Base(name), input, agent, replay.SaveTo(p, trace.Overwrite()))
+		res, err := replay.Record(t.Context(), agentName, input, agent, replay.SaveTo(p, trace.Overwrite()))
 		if res == nil || res.Path == "" {
 			t.Fatalf("sftest.Record: recording %s failed: %v", p, err)
 		}
@@ -236,6 +246,19 @@ func recordedInput(tr *trace.Trace) trace.Value {
 	}
 	return trace.NullValue
 }
+
+// RecordOption configures [Record].
+type RecordOption interface{ recordOption() }
+
+type agentNameOption string
+
+func (agentNameOption) recordOption() {}
+
+// AgentName names the agent of a new recording made by [Record] (the
+// manifest's agent_name, which pages, goldens and the CLI show), as
+// replay.Record's agentName does; without it the agent is named after the
+// trace. A recording already made keeps the name it was made with.
+func AgentName(name string) RecordOption { return agentNameOption(name) }
 
 // Replay replays agent against tr (replay.Replay: frozen unless opts say
 // otherwise, so nothing executes) and returns the result. A divergence, or a

@@ -132,7 +132,7 @@ func newRefundAgent() *refundAgent {
 // -stepfork.record=refund-failure, and otherwise checks that the agent still
 // reproduces it.
 func TestRecordRefund(t *testing.T) {
-	tr := sftest.Record(t, "refund-failure", refund.Agent, refundInput)
+	tr := sftest.Record(t, "refund-failure", refundInput, refund.Agent)
 	if tr.Status != "failed" || tr.Failure == nil || !strings.HasSuffix(tr.Failure.Type, "PolicyViolation") {
 		t.Fatalf("the recorded run should fail with PolicyViolation: status %s, failure %+v", tr.Status, tr.Failure)
 	}

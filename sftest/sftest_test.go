@@ -155,13 +155,13 @@ func TestLoadVerifies(t *testing.T) {
 func TestRecordFailures(t *testing.T) {
 	t.Parallel()
 	t.Run("missing", func(t *testing.T) {
-		msg := failure(t, func(tb testing.TB) { sftest.Record(tb, "never-recorded", refund.Agent, refundInput) })
+		msg := failure(t, func(tb testing.TB) { sftest.Record(tb, "never-recorded", refundInput, refund.Agent) })
 		wantLines(t, msg, "sftest.Record: testdata/never-recorded.sftrace does not exist; record it with:",
 			"\tgo test -run '^TestRecordFailures$/^missing$' -stepfork.record='^never-recorded$'")
 	})
 	t.Run("other input", func(t *testing.T) {
 		msg := failure(t, func(tb testing.TB) {
-			sftest.Record(tb, "refund-failure", refund.Agent, RefundRequest{OrderID: "o_1842", Amount: 90})
+			sftest.Record(tb, "refund-failure", RefundRequest{OrderID: "o_1842", Amount: 90}, refund.Agent)
 		})
 		wantLines(t, msg, "sftest.Record: the input differs from the one recorded in testdata/refund-failure.sftrace; record it again with:",
 			"\tgo test -run '^TestRecordFailures$/^other_input$' -stepfork.record='^refund-failure$'",
@@ -171,14 +171,14 @@ func TestRecordFailures(t *testing.T) {
 		}
 	})
 	t.Run("changed agent", func(t *testing.T) {
-		msg := failure(t, func(tb testing.TB) { sftest.Record(tb, "refund-failure", changedAgent(), refundInput) })
+		msg := failure(t, func(tb testing.TB) { sftest.Record(tb, "refund-failure", refundInput, changedAgent()) })
 		wantLines(t, msg, "sftest.Record: the replay of testdata/refund-failure.sftrace diverged at step 2 (evt_b1e6fbf0a1ba44bd88e97427af9e87a6): call #1: ")
 		if !strings.Contains(msg, "record it again with:\n\tgo test -run '^TestRecordFailures$/^changed_agent$' -stepfork.record='^refund-failure$'") {
 			t.Errorf("the message does not say how to record again:\n%s", msg)
 		}
 	})
 	t.Run("bad name", func(t *testing.T) {
-		msg := failure(t, func(tb testing.TB) { sftest.Record(tb, "../escape", refund.Agent, refundInput) })
+		msg := failure(t, func(tb testing.TB) { sftest.Record(tb, "../escape", refundInput, refund.Agent) })
 		wantLines(t, msg, `sftest.Record: "../escape" is not a trace name`)
 	})
 }
@@ -522,4 +522,37 @@ func TestChildGoldenNamedMissing(t *testing.T) {
 func TestChildForkCheck(t *testing.T) {
 	child(t)
 	sftest.ForkCheck(t, completedRun(t), flakyAgent())
+}
+
+// TestRecordNamesTheAgent: a new recording's agent is named by
+// sftest.AgentName, or after the whole trace name, not after the last
+// element of its path ("fork/big" recorded an agent called "big").
+func TestRecordNamesTheAgent(t *testing.T) {
+	t.Parallel()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cmd := exec.Command(exe, "-test.run=^TestChildRecordNames$", "-test.v", "-stepfork.record=.")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "SFTEST_CHILD=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the child failed: %v\n%s", err, out)
+	}
+	for name, want := range map[string]string{"fork/big": "fork/big", "named": "refund-desk"} {
+		tr, err := trace.Load(filepath.Join(dir, "testdata", name+".sftrace"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tr.AgentName != want {
+			t.Errorf("Record(%q): agent %q, want %q", name, tr.AgentName, want)
+		}
+	}
+}
+
+func TestChildRecordNames(t *testing.T) {
+	child(t)
+	sftest.Record(t, "fork/big", refundInput, refund.Agent)
+	sftest.Record(t, "named", refundInput, refund.Agent, sftest.AgentName("refund-desk"))
 }

@@ -23,6 +23,7 @@ import "strings"
 //	@id        {"value":"…"}                                          replay.NewID
 //	@effect    {"name":"roll_dice","value":<json>}                    replay.SideEffect
 //	           {"name":"roll_dice","error":"…","error_type":"…"}         a failed effect or approval
+//	@read      {"name":"tone"}                                        replay.Read, where the agent read a state key
 //
 // A forced decision, parameter or effect value adds "forced":true. Plain state
 // writes (replay.Set) are ordinary state_change events with the user's key,
@@ -34,6 +35,7 @@ const (
 	MarkerNow      = "@now"
 	MarkerID       = "@id"
 	MarkerEffect   = "@effect"
+	MarkerRead     = "@read"
 )
 
 // Node marker phases and decision kinds.

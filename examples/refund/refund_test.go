@@ -122,7 +122,7 @@ func TestRecord(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			w := newWorld(t)
-			tr := sftest.Record(t, tt.name, w.agent.Run, tt.req)
+			tr := sftest.Record(t, tt.name, tt.req, w.agent.Run)
 
 			if tr.Status != tt.wantStatus {
 				t.Fatalf("%s: status %s, want %s", tt.name, tr.Status, tt.wantStatus)
