@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -163,4 +164,42 @@ func TestBeforeFirstReadOf(t *testing.T) {
 	old.Events = slices.DeleteFunc(old.Events, func(ev trace.Event) bool { return ev.Key == trace.MarkerRead })
 	_, err = Run(context.Background(), old, BeforeFirstReadOf("customer_tier"), agent)
 	assert.ErrorContains(t, err, "it records no read at all (replay.Read records where it reads; a run recorded before it did has none: record it again)")
+}
+
+// Reads made on goroutines in another order than recorded are matched as
+// the rest of a concurrent group is: a fork with no change reproduces the
+// base, and BeforeFirstReadOf resolves outside the group.
+func TestReadsOnGoroutinesInAnotherOrder(t *testing.T) {
+	t.Parallel()
+	agent := func(reverse bool) replay.Agent {
+		return func(ctx context.Context, _ trace.Value) (any, error) {
+			keys := []string{"a", "b", "c"}
+			if reverse {
+				slices.Reverse(keys)
+			}
+			got := make([]string, len(keys))
+			var wg sync.WaitGroup
+			prev := make(chan struct{})
+			close(prev)
+			for i, k := range keys {
+				wait, next := prev, make(chan struct{})
+				wg.Go(func() {
+					defer close(next)
+					<-wait
+					got[i] = replay.Read(ctx, k, k)
+				})
+				prev = next
+			}
+			wg.Wait()
+			slices.Sort(got)
+			return got, nil
+		}
+	}
+	rec, err := replay.Record(context.Background(), "reads", nil, agent(false))
+	require.NoError(t, err)
+	for _, p := range Points(rec.Trace) {
+		v, err := Run(context.Background(), rec.Trace, p.At(), agent(true))
+		require.NoError(t, err, p.Description)
+		assert.True(t, v.Diff.Equivalent(), "%s: %v", p.Description, v.Diff.Divergence)
+	}
 }
