@@ -6,10 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 
+	"github.com/stepfork/stepfork/internal/readlimit"
 	"github.com/stepfork/stepfork/trace"
 )
 
@@ -71,7 +71,7 @@ var expectationKeys = []string{"called", "not_called", "counts", "arguments", "o
 //
 //	refund.expect.json: counts must map tool names to non-negative integers
 func LoadExpectations(path string) (*Expectations, error) {
-	data, err := os.ReadFile(path)
+	data, err := readlimit.ReadFile(path, 16<<20) // never a FIFO, never a gigabyte
 	if err != nil {
 		return nil, fmt.Errorf("reading trajectory expectations: %w", err)
 	}

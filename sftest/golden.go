@@ -17,11 +17,15 @@ import (
 
 	"github.com/stepfork/stepfork/fork"
 	"github.com/stepfork/stepfork/internal/clip"
+	"github.com/stepfork/stepfork/internal/readlimit"
 	"github.com/stepfork/stepfork/internal/usd"
 	"github.com/stepfork/stepfork/replay"
 	"github.com/stepfork/stepfork/trace"
 	"github.com/stepfork/stepfork/trace/diff"
 )
+
+// maxGoldenBytes bounds a golden file read.
+const maxGoldenBytes = 64 << 20
 
 // Golden compares the rendering of v (see Render) with the golden file
 // testdata/<test name>.golden through autogold.ExpectFile; a subtest's file
@@ -45,7 +49,7 @@ func Golden(t *testing.T, v any, opts ...autogold.Option) {
 	again := runPattern(t.Name())
 	// autogold.ExpectFile is called even when the file matches: under
 	// -update -clean it deletes the golden files no test asked for.
-	want, err := os.ReadFile(file)
+	want, err := readlimit.ReadFile(file, maxGoldenBytes) // never a FIFO, never a gigabyte
 	switch {
 	case known && err == nil && bytes.Equal(want, []byte(text)):
 		// matches: nothing to say

@@ -12,6 +12,9 @@ import (
 	"iter"
 	"slices"
 	"sync"
+	"sync/atomic"
+
+	"github.com/stepfork/stepfork/internal/readlimit"
 )
 
 // Reader streams the events of a bundle one line at a time, in memory that does
@@ -311,6 +314,8 @@ func (e *LineError) Unwrap() error { return e.Err }
 // lineReader splits a file into lines, refusing lines longer than
 // MaxLineBytes and a UTF-8 byte order mark, and hashes every byte read.
 type lineReader struct {
+	max  int // the longest line read: MaxLineBytes, or the process's budget
+	hint string
 	br   *bufio.Reader
 	src  digestReader
 	name string
@@ -327,7 +332,7 @@ type lineReader struct {
 // reading ahead at an offset (the file read twice, from the page cache,
 // rather than a buffer grown again and again: a line then costs its size in
 // memory once). It returns 0 when the file cannot be read at an offset, and
-// stops counting past MaxLineBytes.
+// stops counting past the limit of a line.
 func (l *lineReader) lineLength(have int) int {
 	ra, ok := l.src.r.(io.ReaderAt)
 	if !ok {
@@ -338,7 +343,7 @@ func (l *lineReader) lineLength(have int) int {
 	}
 	off := l.src.offset()
 	n := have
-	for n <= MaxLineBytes+len("\r\n") {
+	for n <= l.max+len("\r\n") {
 		k, err := ra.ReadAt(l.scan, off)
 		if i := bytes.IndexByte(l.scan[:k], '\n'); i >= 0 {
 			return n + i + 1
@@ -353,6 +358,7 @@ func (l *lineReader) lineLength(have int) int {
 }
 
 func (l *lineReader) reset(r io.Reader, name string) {
+	l.max, l.hint = maxLine()
 	l.src = digestReader{r: r, sum: sha256.New()}
 	l.br = bufio.NewReaderSize(&l.src, 256<<10)
 	l.name, l.n = name, 0
@@ -434,16 +440,16 @@ func (l *lineReader) next() ([]byte, int, error) {
 	line, err := l.br.ReadSlice('\n')
 	if err == bufio.ErrBufferFull {
 		n := l.lineLength(len(line))
-		if n > MaxLineBytes+len("\r\n") {
-			return nil, l.n + 1, &LineError{File: l.name, Line: l.n + 1, Msg: fmt.Sprintf("line is longer than the limit of %d bytes", MaxLineBytes)}
+		if n > l.max+len("\r\n") {
+			return nil, l.n + 1, l.tooLong(l.n + 1)
 		}
 		if n > cap(l.long) {
 			l.long = make([]byte, 0, n)
 		}
 		l.long = append(l.long[:0], line...)
 		for err == bufio.ErrBufferFull {
-			if len(l.long) > MaxLineBytes+len("\r\n") {
-				return nil, l.n + 1, &LineError{File: l.name, Line: l.n + 1, Msg: fmt.Sprintf("line is longer than the limit of %d bytes", MaxLineBytes)}
+			if len(l.long) > l.max+len("\r\n") {
+				return nil, l.n + 1, l.tooLong(l.n + 1)
 			}
 			line, err = l.br.ReadSlice('\n')
 			l.long = append(l.long, line...)
@@ -463,13 +469,50 @@ func (l *lineReader) next() ([]byte, int, error) {
 	}
 	line = bytes.TrimSuffix(line, []byte{'\n'})
 	line = bytes.TrimSuffix(line, []byte{'\r'})
-	if len(line) > MaxLineBytes { // the line ending does not count
-		return nil, l.n, &LineError{File: l.name, Line: l.n, Msg: fmt.Sprintf("line is longer than the limit of %d bytes", MaxLineBytes)}
+	if len(line) > l.max { // the line ending does not count
+		return nil, l.n, l.tooLong(l.n)
 	}
 	return line, l.n, nil
 }
 
 var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
+
+// tooLong is the error of line n, longer than the limit.
+func (l *lineReader) tooLong(n int) error {
+	msg := fmt.Sprintf("line is longer than the limit of %d bytes", l.max)
+	if l.hint != "" {
+		msg += "; " + l.hint
+	}
+	return &LineError{File: l.name, Line: n, Msg: msg}
+}
+
+// lineBudget is the longest line the process reads, when lower than
+// MaxLineBytes, and what to say about it: the budget of a command of
+// stepfork (internal/readlimit), which reads less than the library.
+var lineBudget atomic.Pointer[struct {
+	max  int
+	hint string
+}]
+
+func maxLine() (int, string) {
+	if b := lineBudget.Load(); b != nil {
+		return b.max, b.hint
+	}
+	return MaxLineBytes, ""
+}
+
+func init() {
+	readlimit.RegisterMaxLine(func(n int, hint string) {
+		if n <= 0 || n >= MaxLineBytes {
+			lineBudget.Store(nil)
+			return
+		}
+		lineBudget.Store(&struct {
+			max  int
+			hint string
+		}{n, hint})
+	})
+}
 
 // linesPerBatch is how many lines of events.jsonl a worker (Workers)
 // decodes at a time.

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/stepfork/stepfork/fork"
+	"github.com/stepfork/stepfork/internal/readlimit"
 	"github.com/stepfork/stepfork/trace"
 )
 
@@ -227,7 +228,7 @@ func parseOverrides(flags []string) ([]fork.TraceOption, error) {
 // readOverrideFile reads a JSON array of {"step": N, "output": …} or
 // {"event_id": "…", "output": …} objects, refusing unknown keys.
 func readOverrideFile(name string) ([]fork.TraceOption, error) {
-	data, err := os.ReadFile(name)
+	data, err := readlimit.ReadFile(name, 64<<20) // never a FIFO, never a gigabyte
 	if err != nil {
 		return nil, err
 	}

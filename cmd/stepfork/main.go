@@ -19,6 +19,14 @@
 // Exit codes: 0 success, 1 the run behaved differently or a check failed,
 // 2 invalid or unreadable input or a usage error, 3 validate
 // --verify-integrity on a bundle without integrity.json.
+//
+// Every input is read within a budget, so that a hostile bundle is refused
+// at once with a message that says what was refused: each file of a
+// bundle is a regular file within its size limit (see package trace), a
+// packed bundle holds one bundle within the budgets of packed bundles, and
+// a line of events.jsonl is at most 16 MiB (package trace reads up to
+// 64 MiB; set STEPFORK_MAX_LINE_BYTES to read longer lines). Results files
+// of stepfork report are at most 64 MiB each and 256 MiB in all.
 package main
 
 import (
@@ -29,7 +37,10 @@ import (
 	"os"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
+
+	"github.com/stepfork/stepfork/internal/readlimit"
 )
 
 // version is reported by --version when the binary was not built from a
@@ -45,7 +56,21 @@ const (
 )
 
 func main() {
+	setBudgets(os.Getenv)
 	os.Exit(run(os.Args[1:], newEnv(os.Stdout, os.Stderr, os.Getenv)))
+}
+
+// maxLineBytes is the longest line of events.jsonl a command reads, unless
+// STEPFORK_MAX_LINE_BYTES says otherwise.
+const maxLineBytes = 16 << 20
+
+// setBudgets sets the budgets of the process's reads (package doc).
+func setBudgets(getenv func(string) string) {
+	n := maxLineBytes
+	if v, err := strconv.Atoi(getenv("STEPFORK_MAX_LINE_BYTES")); err == nil && v > 0 {
+		n = v
+	}
+	readlimit.SetMaxLine(n, "stepfork reads lines of at most this size; set STEPFORK_MAX_LINE_BYTES (up to 67108864) to read longer ones")
 }
 
 // command is one subcommand: its usage line, help text and a setup function

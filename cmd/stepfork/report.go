@@ -50,6 +50,9 @@ incomplete results.`,
 	},
 }
 
+// maxReportBytes is how much report reads in all.
+const maxReportBytes = 256 << 20
+
 type reportOptions struct {
 	corpus, html string
 	json         bool
@@ -76,7 +79,16 @@ func (o *reportOptions) run(e *env, args []string) int {
 	}
 	slices.Sort(files)
 	var recs []corpus.Record
+	var total int64
 	for _, f := range files {
+		// The budget of the command: results of 256 MiB in all, each file
+		// at most corpus.MaxResultsBytes (corpus.Read refuses more).
+		if fi, err := os.Stat(f); err == nil && fi.Mode().IsRegular() {
+			if total += fi.Size(); total > maxReportBytes {
+				fmt.Fprintf(e.stderr, "stepfork report: the results given are more than %d bytes in all; merge fewer at a time\n", maxReportBytes)
+				return exitInput
+			}
+		}
 		r, err := corpus.Read(f)
 		if err != nil {
 			fmt.Fprintf(e.stderr, "stepfork report: %v\n", err)
@@ -121,7 +133,9 @@ func (o *reportOptions) run(e *env, args []string) int {
 		b, _ := json.Marshal(out)
 		e.writeJSON(b)
 	} else {
-		e.printf("%s", redact(rep.Text()))
+		for line := range strings.Lines(rep.Text()) {
+			e.println(clean(strings.TrimSuffix(line, "\n"))) // a name cannot forge a line
+		}
 		if o.corpus != "" {
 			if len(unused) == 0 {
 				e.printf("\nevery bundle under %s was used\n", o.corpus)

@@ -25,6 +25,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/stepfork/stepfork/internal/readlimit"
 	"github.com/stepfork/stepfork/internal/usd"
 )
 
@@ -86,10 +87,15 @@ func Encode(w io.Writer, r Record) error {
 	return err
 }
 
-// Read reads every record of one results file. An unreadable line is an
-// error naming the file and line: a results file is never repaired.
+// MaxResultsBytes is the largest results file Read reads.
+const MaxResultsBytes = 64 << 20
+
+// Read reads every record of one results file: a regular file of at most
+// MaxResultsBytes (a FIFO or a device is refused before it is read). An
+// unreadable line is an error naming the file and line: a results file is
+// never repaired.
 func Read(path string) ([]Record, error) {
-	data, err := os.ReadFile(path)
+	data, err := readlimit.ReadFile(path, MaxResultsBytes)
 	if err != nil {
 		return nil, err
 	}
