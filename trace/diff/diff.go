@@ -237,14 +237,19 @@ func DisplayPaths(base, variant string) Option {
 // step directly followed by an unmatched variant step is one substitution.
 // So an inserted call is one added step and the later steps stay unchanged.
 //
-// Calls made concurrently are compared as a set: when both runs record
-// lanes ([trace.LanesFile]), the steps of each concurrent group of the
-// variant (made on goroutines other than their scope's own, or inside a
-// node or call that was) are matched with the base's steps of the same
-// group first by equal content, then by type and label, and listed in the
-// base's order before the alignment. Two concurrent calls that ran in the
-// other order are unchanged; a call whose input or output changed still
-// shows as changed, one without a counterpart as added or removed.
+// Work done concurrently is compared as a set: when both runs record lanes
+// ([trace.LanesFile]), the steps of each concurrent group (every
+// operation made on a goroutine other than its scope's own, or inside a
+// node or call that was: calls, state writes, decisions, parameters, the
+// steps of nodes) are matched with the base's steps of the same group
+// (the same scope path) first by equal content, then by identity (a call's
+// input, a state write's value), then by type and label, wherever they sit
+// relative to the other steps; the other steps are aligned among
+// themselves as above, and a group's pairs are listed where their base
+// step is. Two concurrent calls that ran in the other order are unchanged;
+// two whose results both changed are each paired with the call of their
+// input; a call whose input or output changed still shows as changed, one
+// without a counterpart as added or removed.
 //
 // With [AlignPosition], Runs is stepfork's diff_traces exactly: stepfork's
 // extraction (runtime markers are ordinary state steps), index i against
@@ -331,18 +336,20 @@ func (db *Prepared) diff(variant *trace.Trace, bs []trace.BehaviorStep) *Result 
 	}
 	d := &Result{Positional: cfg.positional}
 	vs := behavior(variant, cfg.positional)
+	var vk []string
 	if db.groups != nil {
-		if vk := groupKeys(variant, vs); vk != nil {
-			vs = regroup(bs, db.groups, vs, vk)
-		}
+		vk = groupKeys(variant, vs)
 	}
 	d.Base = db.summary
 	d.Variant = summarize(variant, pythonPath(vp), len(vs))
 
 	var pairs []stepPair
-	if cfg.positional {
+	switch {
+	case cfg.positional:
 		pairs = alignPositional(bs, vs)
-	} else {
+	case vk != nil:
+		pairs = alignSets(bs, db.groups, vs, vk)
+	default:
 		pairs = alignNumbered(bs, db.numbers, vs)
 	}
 	d.addSteps(pairs, bs, vs, func(b, v *trace.BehaviorStep, _, _ int) bool {

@@ -1,6 +1,7 @@
 package diff
 
 import (
+	"cmp"
 	"slices"
 
 	"github.com/stepfork/stepfork/internal/scopepath"
@@ -76,42 +77,115 @@ func identityOf(s *trace.BehaviorStep) (identity, bool) {
 	return identity{}, false
 }
 
-// regroup orders the steps of each concurrent group of the variant (the
-// steps with the same group key) like their counterparts in the base, so
-// that the alignment pairs them whatever order the goroutines ran in. The
-// steps of a group are matched with the base's steps of the same group as
-// a multiset: first by equal content, then by identity (a call's type,
-// label and input; a state write's key and value), then by type and label
-// (they will show as changed); the members keep the variant's positions of
-// the group, filled in the base's order, with the members that match
-// nothing last in their own order (they will show as added). Steps of no
-// group do not move. It returns vs itself when nothing moves, else a new
-// slice.
-func regroup(bs []trace.BehaviorStep, bk []string, vs []trace.BehaviorStep, vk []string) []trace.BehaviorStep {
-	baseOf := map[string][]int{}
+// alignSets aligns two runs that both record concurrent groups: the steps
+// of no group by the LCS alignment of those steps alone (alignLCS), the
+// members of each group as a set (pairGroups), wherever they sit relative
+// to the rest (goroutines that ran while the scope's own goroutine worked
+// may be written before or after its steps), and the two merged: a group
+// pair goes where its base step is, an added member where its variant step
+// is, relative to the pairs of steps of no group.
+func alignSets(bs []trace.BehaviorStep, bk []string, vs []trace.BehaviorStep, vk []string) []stepPair {
+	var bo, vo []int // the steps of no group
 	for i, k := range bk {
-		if k != "" {
-			baseOf[k] = append(baseOf[k], i)
+		if k == "" {
+			bo = append(bo, i)
 		}
 	}
-	varOf := map[string][]int{}
-	var keys []string
 	for i, k := range vk {
-		if k == "" || len(baseOf[k]) == 0 {
+		if k == "" {
+			vo = append(vo, i)
+		}
+	}
+	sub := func(steps []trace.BehaviorStep, idx []int) []trace.BehaviorStep {
+		out := make([]trace.BehaviorStep, len(idx))
+		for j, i := range idx {
+			out[j] = steps[i]
+		}
+		return out
+	}
+	lcs := alignLCS(sub(bs, bo), sub(vs, vo))
+	type keyed struct {
+		p                stepPair
+		major, tier, sub int
+	}
+	all := make([]keyed, 0, len(lcs)+8)
+	var bAt, vAt []int // for the pairs of lcs with a base (variant) step: that step
+	var bJ, vJ []int   // and the pair's index in lcs
+	for j, p := range lcs {
+		q := stepPair{b: -1, v: -1, same: p.same}
+		if p.b >= 0 {
+			q.b = bo[p.b]
+			bAt, bJ = append(bAt, q.b), append(bJ, j)
+		}
+		if p.v >= 0 {
+			q.v = vo[p.v]
+			vAt, vJ = append(vAt, q.v), append(vJ, j)
+		}
+		all = append(all, keyed{q, j, 1, 0})
+	}
+	// before is the index in lcs of the first pair whose step (in at, with
+	// their indexes js) comes after step i; len(lcs) when none does.
+	before := func(at, js []int, i int) int {
+		k, _ := slices.BinarySearch(at, i)
+		if k == len(at) {
+			return len(lcs)
+		}
+		return js[k]
+	}
+	for _, p := range pairGroups(bs, bk, vs, vk) {
+		if p.b >= 0 {
+			all = append(all, keyed{p, before(bAt, bJ, p.b), 0, p.b})
+		} else {
+			all = append(all, keyed{p, before(vAt, vJ, p.v), 0, len(bs) + p.v})
+		}
+	}
+	slices.SortStableFunc(all, func(a, b keyed) int {
+		if c := cmp.Compare(a.major, b.major); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.tier, b.tier); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.sub, b.sub)
+	})
+	out := make([]stepPair, len(all))
+	for i, k := range all {
+		out[i] = k.p
+	}
+	return out
+}
+
+// pairGroups pairs the members of each concurrent group of the base (the
+// steps with the same group key) with the variant's members of the same
+// group, as a multiset: first by equal content, then by identity (a call's
+// type, label and input; a state write's key and value), then by type and
+// label (they will show as changed). Members that match nothing are added
+// or removed.
+func pairGroups(bs []trace.BehaviorStep, bk []string, vs []trace.BehaviorStep, vk []string) []stepPair {
+	baseOf := map[string][]int{}
+	var keys []string
+	for i, k := range bk {
+		if k == "" {
 			continue
 		}
-		if _, ok := varOf[k]; !ok {
+		if _, ok := baseOf[k]; !ok {
+			keys = append(keys, k)
+		}
+		baseOf[k] = append(baseOf[k], i)
+	}
+	varOf := map[string][]int{}
+	for i, k := range vk {
+		if k == "" {
+			continue
+		}
+		if _, ok := varOf[k]; !ok && len(baseOf[k]) == 0 {
 			keys = append(keys, k)
 		}
 		varOf[k] = append(varOf[k], i)
 	}
-	out := vs
+	var out []stepPair
 	for _, k := range keys {
-		pos := varOf[k]
-		if len(pos) < 2 {
-			continue
-		}
-		cand := baseOf[k]
+		cand, pos := baseOf[k], varOf[k]
 		used := make([]bool, len(cand))
 		exact := map[stepContent][]int{}
 		byIdentity := map[identity][]int{}
@@ -134,9 +208,11 @@ func regroup(bs []trace.BehaviorStep, bk []string, vs []trace.BehaviorStep, vk [
 			return -1
 		}
 		partner := make([]int, len(pos))
+		same := make([]bool, len(pos))
 		for j, p := range pos {
 			v := &vs[p]
 			partner[j] = take(exact[stepContent{v.Type, v.Label, v.Payload}])
+			same[j] = partner[j] >= 0
 		}
 		for j, p := range pos {
 			if partner[j] < 0 {
@@ -151,32 +227,17 @@ func regroup(bs []trace.BehaviorStep, bk []string, vs []trace.BehaviorStep, vk [
 				partner[j] = take(byLabel[[2]string{string(v.Type), v.Label}])
 			}
 		}
-		order := make([]int, len(pos))
-		for j := range order {
-			order[j] = j
-		}
-		rank := func(j int) int {
-			if partner[j] < 0 {
-				return len(cand) + j
+		for j, p := range pos {
+			q := stepPair{b: -1, v: p, same: same[j]}
+			if partner[j] >= 0 {
+				q.b = cand[partner[j]]
 			}
-			return partner[j]
+			out = append(out, q)
 		}
-		slices.SortStableFunc(order, func(a, b int) int { return rank(a) - rank(b) })
-		moved := false
-		for slot, j := range order {
-			if slot != j {
-				moved = true
-				break
+		for c, bi := range cand {
+			if !used[c] {
+				out = append(out, stepPair{b: bi, v: -1})
 			}
-		}
-		if !moved {
-			continue
-		}
-		if &out[0] == &vs[0] {
-			out = slices.Clone(vs)
-		}
-		for slot, j := range order {
-			out[pos[slot]] = vs[pos[j]]
 		}
 	}
 	return out

@@ -80,3 +80,51 @@ func TestConcurrentGroupsCompareAsSets(t *testing.T) {
 		})
 	}
 }
+
+// withLanes gives the events named by ids (in order) the lanes given.
+func withLanes(t *testing.T, tr *trace.Trace, lanes map[string]int) *trace.Trace {
+	t.Helper()
+	data, err := json.Marshal(lanes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.Extras = map[string][]byte{trace.LanesFile: data}
+	return tr
+}
+
+// Every operation made on a goroutine belongs to its group, state writes
+// and decisions too, and a group is matched as a set wherever its members
+// were written relative to what the scope's own goroutine did meanwhile.
+func TestGroupsHoldEveryOperationWhereverTheySit(t *testing.T) {
+	t.Parallel()
+	// lane 0: plan, then review; a goroutine: fetch, then a state write.
+	run := func(tag string, fetchFirst bool) *trace.Trace {
+		lanes := map[string]int{}
+		tr := build(t, tag, func(b *trace.Builder) {
+			b.Tool("plan", nil, "p")
+			concurrent := func() {
+				lanes[b.Tool("fetch", 1, 2)] = 1
+				lanes[b.State("fetched", nil, 2)] = 1
+			}
+			if fetchFirst {
+				concurrent()
+				b.Tool("review", nil, "r")
+			} else {
+				b.Tool("review", nil, "r")
+				concurrent()
+			}
+			b.RunEnd(trace.RunCompleted, "ok")
+		})
+		return withLanes(t, tr, lanes)
+	}
+	d := Runs(run("base", true), run("variant", false))
+	if !d.Equivalent() {
+		t.Fatalf("the same work written in another order is not equivalent:\n%s", d.Explain())
+	}
+	// Without lanes the order is behaviour.
+	a, b := run("base", true), run("variant", false)
+	a.Extras, b.Extras = nil, nil
+	if Runs(a, b).Equivalent() {
+		t.Fatal("without lanes, another order should differ")
+	}
+}
