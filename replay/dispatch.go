@@ -325,25 +325,67 @@ func (s *session) groupLocked(ic *intercept) (decision, bool) {
 	if len(group) == 0 {
 		return decision{}, false
 	}
-	var (
-		listed  []string
-		closest *rec
-	)
+	var closest *rec
 	if s.plan.ops != nil {
 		if b := s.groupMatchLocked(ic.sc, ic.gid, ic.lane, ic.query(), true); b >= 0 {
 			closest = s.plan.recAt(b)
 		}
 	}
-	for i, p := range group {
-		if i < 5 {
-			listed = append(listed, fmt.Sprintf("#%d %s %s", p.Position, p.Kind, p.Label))
+	if closest == nil {
+		closest = closestOf(ic, group)
+	}
+	e := groupMissError(ic, path, group, closest)
+	if s.plan.laned {
+		s.misses = append(s.misses, groupMiss{err: e, ic: *ic, path: path})
+	}
+	return fail(e), true
+}
+
+// groupMiss is a call that matched no pending call of its concurrent group,
+// kept so that the run's divergence can name the recorded call closest to
+// it among those no goroutine matched by the end of the run, rather than
+// among those still pending when it happened to arrive.
+type groupMiss struct {
+	err  *MismatchError
+	ic   intercept
+	path string
+}
+
+// closestOf is the call of group with ic's identity whose input shares the
+// longest beginning with ic's (the earliest of those), nil when none has
+// its identity.
+func closestOf(ic *intercept, group []*rec) *rec {
+	var best *rec
+	bestLen := -1
+	in := ic.input.Canonical()
+	for _, r := range group {
+		if !sameIdentity(r, ic) {
+			continue
 		}
-		if closest == nil && sameIdentity(p, ic) {
-			closest = p
+		rin := inputOf(r.Call).Canonical()
+		n := 0
+		for n < len(in) && n < len(rin) && in[n] == rin[n] {
+			n++
+		}
+		if n > bestLen {
+			best, bestLen = r, n
 		}
 	}
-	// The call is named by the recorded call it comes closest to (or the
-	// group's first), not by the order in which the goroutines arrived.
+	return best
+}
+
+// groupMissError is the divergence of a call that matches no pending call
+// of its scope's concurrent group (whose pending calls are group), named
+// after the recorded call closest to it (or the group's first), not after
+// the order in which the goroutines arrived.
+func groupMissError(ic *intercept, path string, group []*rec, closest *rec) *MismatchError {
+	var listed []string
+	for i, p := range group {
+		if i == 5 {
+			break
+		}
+		listed = append(listed, fmt.Sprintf("#%d %s %s", p.Position, p.Kind, p.Label))
+	}
 	n := group[0].Position
 	if closest != nil {
 		n = closest.Position
@@ -366,7 +408,7 @@ func (s *session) groupLocked(ic *intercept) (decision, bool) {
 		e.Step, e.EventID, e.Recorded, e.Actual = closest.Call.Step, closest.Call.ID, recorded, ic.input
 		e.Label = closest.Label
 	}
-	return fail(e), true
+	return e
 }
 
 // takeLocked runs the checks of §5.4 steps 4–12 on the recorded call r that

@@ -189,7 +189,8 @@
 // did keeps its order, and what other goroutines did is cut into segments
 // (an operation that identifies itself, with the approvals, times, ids and
 // side effects its goroutine read right after it), each placed after the
-// operations of the scope's own goroutine that came before it and ordered,
+// operations of the scope's own goroutine that were over before it began,
+// and ordered,
 // in a replay, as the base operations they stand for, otherwise by their
 // content (decisions and parameters, then calls and nodes, then state
 // writes; by name, identifying input and what they hold, with ids and
@@ -197,8 +198,9 @@
 // appearance in each scope, and each state write's "before" is what the key
 // held before it in that order. So a null replay's trace is its base's and
 // two recordings of the same behaviour are written alike, whatever the
-// schedule; what a scope's own goroutine does while its other goroutines
-// work in the same scope is placed as it arrived. A [Director] that reports
+// schedule. What no order can tell: when a goroutine begins while an
+// operation of its scope's own goroutine runs in one run and after it in
+// another, its segment is placed as it happened. A [Director] that reports
 // steps maps them with [Result.DirectedStep].
 //
 // While each event (in that order) equals the base event at the same

@@ -26,8 +26,9 @@ import (
 //     operation that says what it is (a call, a node, a decision, a
 //     parameter, a state write) starts one, and the approvals, times, ids
 //     and side effects its goroutine made right after it join it.
-//   - A segment is placed after the lane-0 operations that came before it
-//     (in a replay, before the base operation it stands for); segments
+//   - A segment is placed after the lane-0 operations that were over
+//     before it began (in a replay, those before the base operation it
+//     stands for); segments
 //     placed at one point are ordered, in a replay, as the base operations
 //     they stand for are, and otherwise by their content: kind (parameters
 //     and decisions, then calls and nodes, then state writes), name and
@@ -40,8 +41,9 @@ import (
 // event ids kept while the trace equals the base event by event. A null
 // fork's trace is therefore its base's, and two recordings of the same
 // behaviour are written alike, whatever the schedule. What no order can
-// say: a scope's own goroutine working while its other goroutines work in
-// the same scope is placed as it arrived.
+// say: an operation of a scope's own goroutine that a goroutine of the
+// scope races (the goroutine begins while the operation runs in one run,
+// after it in another) is placed as it happened.
 
 // orderer computes the canonical order of a session's events (arrival
 // order in evs).
@@ -53,6 +55,7 @@ type orderer struct {
 	cps    []int32 // base event each stands for, -1; nil outside replays
 	digest map[int32][sha256.Size]byte
 	order  map[int32][]int32 // ordered children, once computed
+	end    []int32           // the last event under each event (last)
 }
 
 // canonicalOrder returns the canonical order of evs (new position → index
@@ -95,6 +98,21 @@ func canonicalOrder(evs []trace.Event, lanes map[string]int, cps []int32) []int3
 		}
 	}
 	return nil
+}
+
+// last is the index of the last event appended under event i (i itself
+// when nothing is under it).
+func (o *orderer) last(i int32) int32 {
+	if o.end == nil {
+		o.end = make([]int32, len(o.evs))
+		for j := len(o.evs) - 1; j >= 0; j-- {
+			o.end[j] = max(o.end[j], int32(j))
+			for _, k := range o.kids[j] {
+				o.end[j] = max(o.end[j], o.end[k])
+			}
+		}
+	}
+	return o.end[i]
 }
 
 // cp is the base event event i stands for, -1.
@@ -167,7 +185,10 @@ func (o *orderer) ordered(p int32) []int32 {
 	for _, sg := range segs {
 		first := sg.ops[0]
 		for _, l := range lane0 {
-			before := l < first
+			// An operation of the scope's own goroutine comes before the
+			// segment when it was over (its last event written) before the
+			// segment began; in a replay, when the base says so.
+			before := o.last(l) < first
 			if lc := o.cp(l); lc >= 0 && sg.cp >= 0 {
 				before = lc < sg.cp
 			}

@@ -256,6 +256,10 @@ type session struct {
 	scrub      atomic.Pointer[[]trace.Scrubber]
 	scrubbedBy map[*transport]bool
 	rescrub    bool
+	// In a replay of a base with concurrent groups: every divergence, and
+	// the calls that matched no pending call of their group.
+	diverged []error
+	misses   []groupMiss
 }
 
 // scrubbers returns the session's scrubbers.
@@ -608,11 +612,53 @@ func samePayload(a, b trace.Value) bool {
 	return a == b
 }
 
-// noteLocked keeps err as the run's divergence when it is the first.
+// noteLocked keeps err as the run's divergence when it is the first (see
+// settleDivergenceLocked for a base with concurrent groups).
 func (s *session) noteLocked(err error) {
-	if s.divergence == nil && errors.Is(err, ErrDiverged) {
+	if !errors.Is(err, ErrDiverged) {
+		return
+	}
+	if s.divergence == nil {
 		s.divergence = err
 	}
+	if s.plan != nil && s.plan.laned {
+		s.diverged = append(s.diverged, err)
+	}
+}
+
+// settleDivergenceLocked chooses the run's divergence when the base has
+// concurrent groups, where which of two goroutines diverges first is an
+// accident of scheduling: the divergence whose recorded event comes first
+// in the base (then by its text). A call that matched no pending call of
+// its group is named after the closest recorded call no goroutine matched
+// by the end of the run.
+func (s *session) settleDivergenceLocked() {
+	if len(s.diverged) < 2 && len(s.misses) == 0 {
+		return
+	}
+	misses := make(map[error]*groupMiss, len(s.misses))
+	for i := range s.misses {
+		misses[s.misses[i].err] = &s.misses[i]
+	}
+	key := func(err error) int {
+		var m *MismatchError
+		if errors.As(err, &m) && m.Step >= 0 {
+			return m.Step
+		}
+		return int(^uint(0) >> 1)
+	}
+	var best error
+	for _, err := range s.diverged {
+		if m, ok := misses[err]; ok {
+			if group := s.plan.groupPending(m.path); len(group) > 0 {
+				err = groupMissError(&m.ic, m.path, group, closestOf(&m.ic, group))
+			}
+		}
+		if best == nil || key(err) < key(best) || key(err) == key(best) && err.Error() < best.Error() {
+			best = err
+		}
+	}
+	s.divergence = best
 }
 
 // occurrenceLocked counts calls of a kind and name and returns this one's
@@ -719,6 +765,9 @@ func (s *session) finish(out any, err error) (*Result, error) {
 	} else {
 		s.appendLocked(&trace.Event{Type: trace.RunEnd, RunStatus: trace.RunCompleted, Output: ov})
 		s.tr.Status = trace.RunCompleted
+	}
+	if s.plan != nil && s.plan.laned {
+		s.settleDivergenceLocked()
 	}
 	s.tr.Events = s.log.all()
 	if s.rescrub {
