@@ -223,6 +223,9 @@ func TestScheduleTexts(t *testing.T) {
 					}
 					texts["report"] = append(texts["report"], rep.Text())
 				}
+				if sh.OrderVaries {
+					t.Skipf("%s: its recordings may be written in other orders (a scope's own goroutine works while its goroutines do)", sh.Name)
+				}
 				for _, kind := range []string{"recording", "golden", "explain", "report"} {
 					distinct := slices.Compact(slices.Sorted(slices.Values(texts[kind])))
 					if len(distinct) != 1 {

@@ -79,11 +79,15 @@ type Shape struct {
 	// Limit, when not empty, says what the shape shows that the
 	// concurrency model cannot decide (see the package doc of replay).
 	Limit string
+	// OrderVaries says that two recordings of the shape may be written in
+	// other orders (the scope's own goroutine works while its goroutines
+	// do): its texts are not compared across recordings.
+	OrderVaries bool
 }
 
 // All returns every shape.
 func All() []Shape {
-	return []Shape{join(), markers(), pool(), nested(), nodes(), pipeline(), models(), identical()}
+	return []Shape{join(), markers(), pool(), nested(), nodes(), pipeline(), models(), identical(), background(), deep(), tickets()}
 }
 
 // ---- helpers ----
@@ -642,6 +646,194 @@ func identical() Shape {
 				return fmt.Errorf("results %v, want %v (the goroutine that was served 2 gets 42, the other its own 1)", v, want)
 			}
 			return nil
+		},
+	}
+}
+
+// ---- 9. the scope's own goroutine works while a goroutine does ----
+
+func background() Shape {
+	return Shape{
+		Name:  "background",
+		Input: "q",
+		Agent: func(d Delays) replay.Agent {
+			prefetch := replay.Tool("prefetch", func(ctx context.Context, q string) (string, error) { d.Wait(); return "cached " + q, nil })
+			search := replay.Tool("search", func(ctx context.Context, q string) (string, error) { d.Wait(); return "found " + q, nil })
+			answer := replay.Tool("answer", func(ctx context.Context, in []string) (string, error) { return strings.Join(in, " + "), nil })
+			return replay.Typed(func(ctx context.Context, q string) (string, error) {
+				var pre string
+				var perr error
+				var wg sync.WaitGroup
+				wg.Go(func() {
+					d.Wait()
+					if pre, perr = prefetch(ctx, q); perr == nil {
+						perr = replay.Set(ctx, "prefetched", q)
+					}
+				})
+				d.Wait()
+				found, err := search(ctx, q) // meanwhile, on the run's own goroutine
+				wg.Wait()
+				if err = errors.Join(err, perr); err != nil {
+					return "", err
+				}
+				return answer(ctx, []string{pre, found})
+			})
+		},
+		Target: func(tr *trace.Trace) (string, bool, any, error) {
+			id, err := callOf(tr, "prefetch")
+			return id, false, "stale", err
+		},
+		Allow: []string{"answer"},
+		Check: func(base, variant trace.Value) error {
+			if got, _ := variant.Str(); got != "stale + found q" {
+				return fmt.Errorf("answer %s, want \"stale + found q\"", variant)
+			}
+			return nil
+		},
+		OrderVaries: true,
+	}
+}
+
+// ---- 10. nodes on goroutines holding goroutines of their own ----
+
+func deep() Shape {
+	return Shape{
+		Name:  "deep",
+		Input: []string{"eu", "us"},
+		Agent: func(d Delays) replay.Agent {
+			price := replay.Tool("price", func(ctx context.Context, in [2]string) (int, error) {
+				d.Wait()
+				return len(in[0])*10 + len(in[1]), nil
+			})
+			return replay.Typed(func(ctx context.Context, regions []string) (map[string]int, error) {
+				var mu sync.Mutex
+				out := map[string]int{}
+				errs := make([]error, len(regions))
+				var wg sync.WaitGroup
+				for i, region := range regions {
+					wg.Go(func() {
+						d.Wait()
+						errs[i] = replay.Node(ctx, "region", func(ctx context.Context) error {
+							if replay.Decide(ctx, "currency", map[string]string{"eu": "EUR", "us": "USD"}[region]) == "" {
+								return errors.New("no currency")
+							}
+							items := []string{"a", "bb", "ccc"}
+							prices := make([]int, len(items))
+							perr := make([]error, len(items))
+							var inner sync.WaitGroup
+							for k, item := range items {
+								inner.Go(func() {
+									d.Wait()
+									prices[k], perr[k] = price(ctx, [2]string{region, item})
+									if perr[k] == nil {
+										_ = replay.NewID(ctx) // read after the call: its goroutine's history says which
+									}
+								})
+							}
+							inner.Wait()
+							total := 0
+							for _, p := range prices {
+								total += p
+							}
+							mu.Lock()
+							out[region] = total
+							mu.Unlock()
+							if err := errors.Join(perr...); err != nil {
+								return err
+							}
+							return replay.Set(ctx, "total:"+region, total)
+						})
+					})
+				}
+				wg.Wait()
+				return out, errors.Join(errs...)
+			})
+		},
+		Target: func(tr *trace.Trace) (string, bool, any, error) {
+			id, err := callOf(tr, "price", `["us","bb"]`)
+			return id, false, 1000, err
+		},
+		Check: func(base, variant trace.Value) error {
+			b, err := decode[map[string]int](base)
+			if err != nil {
+				return err
+			}
+			v, err := decode[map[string]int](variant)
+			if err != nil {
+				return err
+			}
+			return changedOnly(b, v, "us", b["us"]-22+1000)
+		},
+	}
+}
+
+// ---- 11. a worker pool whose tasks read ids and times after their call ----
+
+func tickets() Shape {
+	return Shape{
+		Name:  "tickets",
+		Input: []string{"t-1", "t-2", "t-3", "t-4", "t-5"},
+		Agent: func(d Delays) replay.Agent {
+			classify := replay.Tool("classify", func(ctx context.Context, t string) (string, error) {
+				d.Wait()
+				return map[bool]string{true: "urgent", false: "normal"}[t == "t-3" || t == "t-5"], nil
+			})
+			file := replay.Tool("file", func(ctx context.Context, in map[string]string) (string, error) {
+				d.Wait()
+				return in["ticket"] + ":" + in["class"], nil
+			})
+			return replay.Typed(func(ctx context.Context, ts []string) (map[string]string, error) {
+				jobs := make(chan string)
+				var mu sync.Mutex
+				out := map[string]string{}
+				var errs []error
+				var wg sync.WaitGroup
+				for range 2 {
+					wg.Go(func() {
+						for t := range jobs {
+							d.Wait()
+							class, err := classify(ctx, t)
+							var ref string
+							if err == nil {
+								// What the task reads after its call (a reference,
+								// a time) flows into its next call.
+								id := replay.NewID(ctx)
+								at := replay.Now(ctx)
+								ref, err = file(ctx, map[string]string{"ticket": t, "class": class, "ref": id, "at": at.Format(time.RFC3339Nano)})
+							}
+							mu.Lock()
+							if err != nil {
+								errs = append(errs, err)
+							} else {
+								out[t] = ref
+							}
+							mu.Unlock()
+						}
+					})
+				}
+				for _, t := range ts {
+					jobs <- t
+				}
+				close(jobs)
+				wg.Wait()
+				return out, errors.Join(errs...)
+			})
+		},
+		Target: func(tr *trace.Trace) (string, bool, any, error) {
+			id, err := callOf(tr, "classify", `"t-2"`)
+			return id, false, "urgent", err
+		},
+		Allow: []string{"file"},
+		Check: func(base, variant trace.Value) error {
+			b, err := decode[map[string]string](base)
+			if err != nil {
+				return err
+			}
+			v, err := decode[map[string]string](variant)
+			if err != nil {
+				return err
+			}
+			return changedOnly(b, v, "t-2", "t-2:urgent")
 		},
 	}
 }
