@@ -287,3 +287,71 @@ func BenchmarkReplayPython10kCalls(b *testing.B) {
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/10_000, "ns/call")
 	})
 }
+
+// poolAgent runs n tasks on 8 workers taking them from a channel; each
+// task makes a tool call, reads an id and writes its state.
+func poolAgent(n int) replay.Agent {
+	search := replay.Tool("search", smallTool)
+	return func(ctx context.Context, _ trace.Value) (any, error) {
+		jobs := make(chan int)
+		errs := make(chan error, n)
+		done := make(chan struct{})
+		for range 8 {
+			go func() {
+				defer func() { done <- struct{}{} }()
+				for i := range jobs {
+					out, err := search(ctx, smallIn{City: "LIS", Limit: i})
+					if err == nil {
+						_ = replay.NewID(ctx)
+						err = replay.Set(ctx, fmt.Sprintf("task%d", i), out.Price)
+					}
+					if err != nil {
+						errs <- err
+					}
+				}
+			}()
+		}
+		for i := range n {
+			jobs <- i
+		}
+		close(jobs)
+		for range 8 {
+			<-done
+		}
+		close(errs)
+		return "done", <-errs
+	}
+}
+
+// BenchmarkReplayPool is a frozen replay of a worker pool of 8 goroutines
+// doing 1,000 tasks (a call, an id and a state write each): every
+// operation is matched in the run's concurrent group, and the trace
+// written in the canonical order.
+func BenchmarkReplayPool(b *testing.B) {
+	ctx := context.Background()
+	rec, err := replay.Record(ctx, "pool", nil, poolAgent(1000))
+	require.NoError(b, err)
+	p := replay.Prepare(rec.Trace)
+	b.ReportAllocs()
+	start := cputime.Used()
+	for b.Loop() {
+		if _, err := p.Replay(ctx, poolAgent(1000)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cputime.Report(b, start)
+}
+
+// BenchmarkRecordPool records the worker pool of BenchmarkReplayPool: the
+// canonical order orders its groups by content.
+func BenchmarkRecordPool(b *testing.B) {
+	ctx := context.Background()
+	b.ReportAllocs()
+	start := cputime.Used()
+	for b.Loop() {
+		if _, err := replay.Record(ctx, "pool", nil, poolAgent(1000)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cputime.Report(b, start)
+}

@@ -4,8 +4,8 @@ import (
 	"cmp"
 	"crypto/sha256"
 	"encoding/binary"
-	"hash"
 	"slices"
+	"sort"
 	"strings"
 
 	"github.com/stepfork/stepfork/internal/volatile"
@@ -48,31 +48,29 @@ import (
 // orderer computes the canonical order of a session's events (arrival
 // order in evs).
 type orderer struct {
-	evs    []trace.Event
-	kids   [][]int32 // children of each event, in arrival order
-	roots  []int32
-	lane   []int32
-	cps    []int32 // base event each stands for, -1; nil outside replays
-	digest map[int32][sha256.Size]byte
-	order  map[int32][]int32 // ordered children, once computed
-	end    []int32           // the last event under each event (last)
+	evs     []trace.Event
+	kids    [][]int32 // children of each event, in arrival order
+	roots   []int32
+	lane    []int32
+	cps     []int32 // base event each stands for, -1; nil outside replays
+	digest  map[int32][sha256.Size]byte
+	order   map[int32][]int32 // ordered children, once computed
+	end     []int32           // the last event under each event (last)
+	scratch []byte
 }
 
 // canonicalOrder returns the canonical order of evs (new position → index
-// in evs), nil when it is evs' own order. lanes holds the lanes of the
-// operations (by event id), cps the base events they stand for (by index;
-// nil when not replaying a laned base).
-func canonicalOrder(evs []trace.Event, lanes map[string]int, cps []int32) []int32 {
+// in evs), nil when it is evs' own order. parents holds each event's parent
+// (parentsOf), lanes the lanes of the operations (by event id), cps the base
+// events they stand for (by index; nil when not replaying a laned base).
+func canonicalOrder(evs []trace.Event, parents []int32, lanes map[string]int, cps []int32) []int32 {
 	n := len(evs)
 	o := &orderer{evs: evs, kids: make([][]int32, n), lane: make([]int32, n), cps: cps}
-	index := make(map[string]int32, n)
 	for i := range evs {
-		ev := &evs[i]
-		if _, dup := index[ev.ID]; !dup {
-			index[ev.ID] = int32(i)
+		if l, ok := lanes[evs[i].ID]; ok {
+			o.lane[i] = int32(l)
 		}
-		o.lane[i] = int32(lanes[ev.ID])
-		if p, ok := index[ev.ParentID]; ok && ev.ParentID != "" && int(p) < i {
+		if p := parents[i]; p >= 0 {
 			o.kids[p] = append(o.kids[p], int32(i))
 		} else {
 			o.roots = append(o.roots, int32(i))
@@ -184,19 +182,18 @@ func (o *orderer) ordered(p int32) []int32 {
 	}
 	for _, sg := range segs {
 		first := sg.ops[0]
-		for _, l := range lane0 {
-			// An operation of the scope's own goroutine comes before the
-			// segment when it was over (its last event written) before the
-			// segment began; in a replay, when the base says so.
-			before := o.last(l) < first
+		// An operation of the scope's own goroutine comes before the
+		// segment when it was over (its last event written) before the
+		// segment began; in a replay, when the base says so. Both orders
+		// follow the goroutine's own, so the first that does not is found
+		// by bisection.
+		sg.epoch = sort.Search(len(lane0), func(k int) bool {
+			l := lane0[k]
 			if lc := o.cp(l); lc >= 0 && sg.cp >= 0 {
-				before = lc < sg.cp
+				return lc > sg.cp
 			}
-			if !before {
-				break
-			}
-			sg.epoch++
-		}
+			return o.last(l) >= first
+		})
 	}
 	slices.SortStableFunc(segs, func(a, b *segment) int {
 		if c := cmp.Compare(a.epoch, b.epoch); c != 0 {
@@ -304,14 +301,17 @@ func (o *orderer) digestOf(i int32) [sha256.Size]byte {
 	if d, ok := o.digest[i]; ok {
 		return d
 	}
-	h := sha256.New()
-	writeContent(h, &o.evs[i])
-	for _, k := range o.ordered(i) {
-		d := o.digestOf(k)
-		h.Write(d[:])
+	kids := o.ordered(i)
+	subs := make([][sha256.Size]byte, len(kids))
+	for j, k := range kids {
+		subs[j] = o.digestOf(k)
 	}
-	var d [sha256.Size]byte
-	h.Sum(d[:0])
+	b := appendContent(o.scratch[:0], &o.evs[i])
+	for j := range subs {
+		b = append(b, subs[j][:]...)
+	}
+	o.scratch = b
+	d := sha256.Sum256(b)
 	if o.digest == nil {
 		o.digest = map[int32][sha256.Size]byte{}
 	}
@@ -319,23 +319,22 @@ func (o *orderer) digestOf(i int32) [sha256.Size]byte {
 	return d
 }
 
-// writeContent writes what an event says (not its id, parent, step, time
-// or duration), volatile values blanked out.
-func writeContent(h hash.Hash, ev *trace.Event) {
+// appendContent appends what an event says (not its id, parent, step,
+// time or duration) to b, volatile values blanked out.
+func appendContent(b []byte, ev *trace.Event) []byte {
 	for _, s := range [...]string{string(ev.Type), string(ev.Status), ev.Name, ev.Key, ev.Provider, ev.Model,
 		ev.ErrorType, ev.Message, string(ev.RunStatus)} {
-		writeString(h, volatile.Blank(s))
+		b = appendString(b, volatile.Blank(s))
 	}
 	for _, v := range [...]trace.Value{ev.Input, ev.Output, ev.Before, ev.After, ev.Details} {
-		writeString(h, volatile.Blank(v.Canonical()))
+		b = appendString(b, volatile.Blank(v.Canonical()))
 	}
+	return b
 }
 
-func writeString(h hash.Hash, s string) {
-	var n [8]byte
-	binary.LittleEndian.PutUint64(n[:], uint64(len(s)))
-	h.Write(n[:])
-	h.Write([]byte(s))
+func appendString(b []byte, s string) []byte {
+	b = binary.LittleEndian.AppendUint64(b, uint64(len(s)))
+	return append(b, s...)
 }
 
 // canonicalLocked puts evs, the session's events in the order they were
@@ -345,18 +344,31 @@ func writeString(h hash.Hash, s string) {
 // redactions, the call records, the run's failure). It returns evs itself
 // when nothing moved.
 func (s *session) canonicalLocked(evs []trace.Event) []trace.Event {
-	s.settleNodesLocked(evs)
-	ord := canonicalOrder(evs, s.lanes, s.cps)
+	parents := parentsOf(evs)
+	s.settleNodesLocked(evs, parents)
+	ord := canonicalOrder(evs, parents, s.lanes, s.cps)
 	if ord == nil {
 		return evs
 	}
 	n := len(evs)
-	out := make([]trace.Event, n)
 	moved := make([]int32, n) // arrival index → new step
 	for k, i := range ord {
-		out[k] = evs[i]
-		out[k].Step = k
 		moved[i] = int32(k)
+	}
+	// Permute in place, cycle by cycle: event i goes to moved[i].
+	for i := range evs {
+		for int(moved[i]) != i {
+			j := moved[i]
+			evs[i], evs[j] = evs[j], evs[i]
+			moved[i], moved[j] = moved[j], moved[i]
+		}
+	}
+	for k, i := range ord {
+		moved[i] = int32(k)
+	}
+	out := evs
+	for k := range out {
+		out[k].Step = k
 	}
 	s.moved = moved
 	if s.tr.Failure != nil && s.tr.Failure.Step < n {
@@ -396,18 +408,20 @@ func (s *session) canonicalLocked(evs []trace.Event) []trace.Event {
 		}
 		s.lanes[id] = l
 	}
-	pos := make(map[string]int, n)
-	for k := range out {
-		pos[out[k].ID] = k
-	}
-	for i := range s.tr.Redactions {
-		if nid, ok := remap[s.tr.Redactions[i].EventID]; ok {
-			s.tr.Redactions[i].EventID = nid
+	if len(s.tr.Redactions) > 0 {
+		pos := make(map[string]int, n)
+		for k := range out {
+			pos[out[k].ID] = k
 		}
+		for i := range s.tr.Redactions {
+			if nid, ok := remap[s.tr.Redactions[i].EventID]; ok {
+				s.tr.Redactions[i].EventID = nid
+			}
+		}
+		slices.SortStableFunc(s.tr.Redactions, func(a, b trace.RedactionEntry) int {
+			return cmp.Compare(pos[a.EventID], pos[b.EventID])
+		})
 	}
-	slices.SortStableFunc(s.tr.Redactions, func(a, b trace.RedactionEntry) int {
-		return cmp.Compare(pos[a.EventID], pos[b.EventID])
-	})
 	calls := s.calls.all()
 	for i := range calls {
 		if nid, ok := remap[calls[i].EventID]; ok {
@@ -521,22 +535,18 @@ func (s *session) rebaseLocked(out []trace.Event) map[string]string {
 // of its name; what it then holds does. Nodes return nothing, so the match
 // can be settled afterwards: a node stands for the base node that holds the
 // base events its own events stand for.
-func (s *session) settleNodesLocked(evs []trace.Event) {
+func (s *session) settleNodesLocked(evs []trace.Event, parents []int32) {
 	if s.cps == nil {
 		return
 	}
 	ix := s.plan.ops
-	index := make(map[string]int32, len(evs))
-	for i := range evs {
-		index[evs[i].ID] = int32(i)
-	}
 	vote := map[int32]int32{} // live node enter → base node enter
 	var nodes []int32
 	exits := map[int32]int32{} // live node enter → its exit
 	for i := range evs {
 		ev := &evs[i]
-		p, ok := index[ev.ParentID]
-		if !ok || ev.ParentID == "" || int(p) >= i || !isEnterMarker(&evs[p]) {
+		p := parents[i]
+		if p < 0 || !isEnterMarker(&evs[p]) {
 			continue
 		}
 		if isExitMarker(ev) {
@@ -598,4 +608,22 @@ func isExitMarker(ev *trace.Event) bool {
 	}
 	m, _ := ev.Marker()
 	return m.Phase == trace.PhaseExit
+}
+
+// parentsOf is the index of each event's parent: the first event with its
+// parent_id, when that one comes earlier; -1 otherwise.
+func parentsOf(evs []trace.Event) []int32 {
+	index := make(map[string]int32, len(evs))
+	parents := make([]int32, len(evs))
+	for i := range evs {
+		ev := &evs[i]
+		parents[i] = -1
+		if p, ok := index[ev.ParentID]; ok && ev.ParentID != "" {
+			parents[i] = p
+		}
+		if _, dup := index[ev.ID]; !dup {
+			index[ev.ID] = int32(i)
+		}
+	}
+	return parents
 }

@@ -352,6 +352,9 @@ func newSession(cfg config, p *Prepared, agent string) *session {
 		if p.ops != nil {
 			s.cps = make([]int32, 0, len(p.base.Events)+2)
 		}
+		if cfg.director != nil {
+			s.directed = make([]int32, 0, len(p.calls)+len(p.markers)+8)
+		}
 		if len(cfg.liveModels) > 0 {
 			s.liveModels = setOf(cfg.liveModels)
 		}
