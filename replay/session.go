@@ -654,7 +654,7 @@ func (s *session) settleDivergenceLocked() {
 	for _, err := range s.diverged {
 		if m, ok := misses[err]; ok {
 			if group := s.plan.groupPending(m.path); len(group) > 0 {
-				err = groupMissError(&m.ic, m.path, group, closestOf(&m.ic, group))
+				err = s.scrubErr(groupMissError(&m.ic, m.path, group, closestOf(&m.ic, group)))
 			}
 		}
 		if best == nil || key(err) < key(best) || key(err) == key(best) && err.Error() < best.Error() {
