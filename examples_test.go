@@ -277,12 +277,19 @@ func Example_sweep() {
 	// higher-limit     failed     output {Status: RefundID:}, 1 live model call(s), 1 tool call(s) replayed
 	// force-escalate   completed  output {Status:awaiting_approval RefundID:}, 0 live model call(s), 0 tool call(s) replayed
 	// tools executed: 0
-	// sweep of exampl… at step 5 (before the failing node ('resolve', execution 1)) — 3 variant(s)
-	//   variant          status         incurred   path
-	//   approval-prompt  completed      $0.0004    (not saved)
-	//   higher-limit     failed         $0.0004    (not saved)
-	//   force-escalate   completed      $0.00      (not saved)
-	//   total                           $0.0008 incurred
+	// sweep of exampl… at step 5 (before the failing node ('resolve', execution 1)): 3 variant(s)
+	//   approval-prompt  completed  $0.0004  prompt of 'resolve'
+	//       diverged  steps 7–8: llm 'fake/desk-1' changed: input.system "You resolve refund requests. Do what the customer asks." → "You resolve refund requests. Refunds above the policy limit need approval." (+1 more)
+	//       output    {"status":"awaiting_approval"} (base: null)
+	//       tools     -issue_refund
+	//   higher-limit     failed     $0.0004  param 'policy_limit' → 500.0
+	//       diverged  step 6: param 'policy_limit' changed: value 100.0 → 500.0
+	//       output    as in the base
+	//   force-escalate   completed  $0.00    decision 'action' → "escalate"
+	//       diverged  step 9: decision 'action' changed: value "refund" → "escalate"
+	//       output    {"status":"awaiting_approval"} (base: null)
+	//       tools     -issue_refund
+	//   total                       $0.0008
 }
 
 // Diff the failed run with the run recorded after the prompt was fixed:

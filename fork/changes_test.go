@@ -299,7 +299,7 @@ func TestRefundProductExample(t *testing.T) {
 	assert.Equal(t, "Failure(): step 6 (before the failing node ('decide', execution 1))", info.ForkPoint)
 	assert.Equal(t, "replay", info.Policy)
 	// Where each change applied is recorded, for a page of the saved fork.
-	assert.Equal(t, []ChangeUse{{Count: 1, Steps: []int{7}}}, info.Applied)
+	assert.Equal(t, []ChangeUse{{Description: "prompt of 'decide'", Count: 1, Steps: []int{7}}}, info.Applied)
 	v3, err := Reproduce(context.Background(), saved, base, c.agent(w))
 	require.NoError(t, err)
 	assert.True(t, diff.Runs(v2.Trace, v3.Trace).Equivalent())

@@ -65,12 +65,14 @@ type Info struct {
 	Ancestors []Info
 }
 
-// ChangeUse records where a change of a counterfactual fork applied, as
-// [ChangeReport] does: how many tail calls it acted on (0: its target
-// matched nothing in the tail) and the variant steps of the first of them.
+// ChangeUse records a change of a counterfactual fork as it applied, as
+// [ChangeReport] does: its description, how many tail calls it acted on
+// (0: its target matched nothing in the tail) and the variant steps of the
+// first of them.
 type ChangeUse struct {
-	Count int
-	Steps []int
+	Description string
+	Count       int
+	Steps       []int
 }
 
 // AppliedOverride records one override as applied.
@@ -156,10 +158,12 @@ type infoWire struct {
 	Ancestors        []infoWire     `json:"ancestors,omitempty"`
 }
 
-// useWire is one entry of "applied": {"count": 1, "steps": [7]}.
+// useWire is one entry of "applied":
+// {"description": "prompt of 'decide'", "count": 1, "steps": [7]}.
 type useWire struct {
-	Count int   `json:"count"`
-	Steps []int `json:"steps"`
+	Description string `json:"description"`
+	Count       int    `json:"count"`
+	Steps       []int  `json:"steps"`
 }
 
 type overrideWire struct {
@@ -199,7 +203,8 @@ func (i *Info) wire(top bool) infoWire {
 		w.Changes = &c
 	}
 	for _, u := range i.Applied {
-		w.Applied = append(w.Applied, useWire{Count: u.Count, Steps: append([]int{}, u.Steps...)})
+		d, _ := trace.RedactString(u.Description)
+		w.Applied = append(w.Applied, useWire{Description: d, Count: u.Count, Steps: append([]int{}, u.Steps...)})
 	}
 	for _, o := range i.Overrides {
 		out, _ := trace.RedactValue(o.Output)
@@ -317,7 +322,7 @@ func (w *infoWire) info(prefix string) (Info, error) {
 		if u.Count < 0 || len(u.Steps) > u.Count {
 			return Info{}, fmt.Errorf("%sapplied[%d] says %d use(s) at %d step(s)", prefix, n, u.Count, len(u.Steps))
 		}
-		info.Applied = append(info.Applied, ChangeUse{Count: u.Count, Steps: u.Steps})
+		info.Applied = append(info.Applied, ChangeUse{Description: u.Description, Count: u.Count, Steps: u.Steps})
 	}
 	for n, o := range w.Overrides {
 		if o.Type != trace.ToolResult && o.Type != trace.LLMResponse {

@@ -502,7 +502,7 @@ func (p *forkPlan) info(v *Variant, cfg *config) *Info {
 	uses := make([]ChangeUse, len(v.Changes))
 	for i, c := range v.Changes {
 		changes[i] = c.Change
-		uses[i] = ChangeUse{Count: c.Applied, Steps: slices.Clone(c.Steps)}
+		uses[i] = ChangeUse{Description: c.Description, Count: c.Applied, Steps: slices.Clone(c.Steps)}
 	}
 	info := &Info{
 		Kind:             KindCounterfactual,

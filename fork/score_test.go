@@ -108,6 +108,9 @@ func TestScores(t *testing.T) {
 	assert.False(t, beats, "20 samples do not tell 0.45 from 0.3")
 	_, err = sw.Beats("0.98", "nope")
 	assert.ErrorContains(t, err, "no variant 'nope'")
-	assert.Contains(t, sw.Explain(), "score")
+	// Explain keeps each variant's mean score and its interval.
+	st := sw.Entry("0.45").Stats()
+	assert.Contains(t, sw.Explain(), fmt.Sprintf("      score     %.2f [%.2f, %.2f] (base %.2f)\n", st.Mean, st.Low, st.High, sw.Entry("0.45").Variant.BaseScore))
+	assert.Contains(t, sw.Explain(), "      samples   20: 20 completed; mean $0.00 each\n")
 	assert.False(t, math.IsNaN(sw.Entries[0].Stats().Mean))
 }

@@ -14,7 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/stepfork/stepfork/internal/usd"
+	"github.com/stepfork/stepfork/internal/outcome"
 	"github.com/stepfork/stepfork/replay"
 	"github.com/stepfork/stepfork/trace"
 )
@@ -282,73 +282,73 @@ func safeName(name string) string {
 	}, name)
 }
 
-// Explain renders the sweep as a table in the order of the variants (with
-// each variant's mean score and its 95 % interval when it is scored):
+// Explain renders the sweep for people: a block per variant, in the order
+// given, saying which change did what — its name, status, incurred cost
+// and changes; then its own first divergence from the base, its output cut
+// around where it differs from the base's, and the tool calls it made more
+// or fewer of (or that it behaved as the base); with several samples, their
+// statuses and mean cost; when scored, its score (the mean and its 95 %
+// interval over several samples); where it was saved. The total is the sum
+// of the costs shown.
 //
-//	sweep of 41d0be… at step 6 (before 'decide' execution 1) — 3 variant(s)
-//	  variant   status      incurred   path
-//	  stricter  completed   $0.0020    testdata/out/stricter.sftrace
-//	  broken    failed: …
-//	  total               $0.0040 incurred
+//	sweep of 41d0be… at step 6 (before 'decide' execution 1): 3 variant(s)
+//	  control   failed     $0.00     none (the control)
+//	      behaved as the base
+//	  stricter  completed  $0.0021   prompt of 'decide'
+//	      diverged  steps 7–8: llm 'fake/fake-1' changed: input.system "Refund." → "Escalate." (+1 more)
+//	      output    {"status":"escalated"} (base: null)
+//	      tools     -issue_refund
+//	      saved     testdata/out/stricter.sftrace
+//	  broken    error: fork: the agent panicked: …
+//	  total                $0.0021
 func (s *Sweep) Explain() string {
 	var b strings.Builder
-	samples := 1
-	if len(s.Entries) > 0 {
-		samples = len(s.Entries[0].Samples)
+	header := fmt.Sprintf("sweep of %s at %s: %d variant(s)", shortID(s.Base.RunID), s.At, len(s.Entries))
+	if n := len(s.samples()); n > 1 {
+		header += fmt.Sprintf(", %d samples each", n)
 	}
-	fmt.Fprintf(&b, "sweep of %s at %s — %d variant(s)", shortID(s.Base.RunID), s.At, len(s.Entries))
-	if samples > 1 {
-		fmt.Fprintf(&b, ", %d samples each", samples)
-	}
-	b.WriteString("\n")
-	width := len("variant")
-	for _, e := range s.Entries {
-		width = max(width, len(e.Name))
-	}
-	scored := false
-	for _, e := range s.Entries {
-		scored = scored || e.Variant != nil && e.Variant.Scored
-	}
-	scoreCol := func(text string) string {
-		if !scored {
-			return ""
+	rows := make([]outcome.Row, len(s.Entries))
+	for i := range s.Entries {
+		rows[i] = s.Entries[i].row(nil)
+		if v := s.Entries[i].Variant; v != nil && v.Path != "" {
+			rows[i].Saved = v.Path
 		}
-		return fmt.Sprintf("%-20s ", text)
 	}
-	fmt.Fprintf(&b, "  %-*s  %-14s %-10s %s%s\n", width, "variant", "status", "incurred", scoreCol("score (95%)"), "path")
-	shown := 0.0 // the total of what the lines show
-	for _, e := range s.Entries {
-		if e.Variant == nil {
-			msg := "not run"
-			if e.Err != nil {
-				msg = strings.SplitN(e.Err.Error(), "\n", 2)[0]
-			}
-			fmt.Fprintf(&b, "  %-*s  failed: %s\n", width, e.Name, msg)
-			continue
-		}
-		status := string(e.Variant.Status)
-		cost := usd.Format(e.MeanCost())
-		shown = usd.Sum(shown, e.MeanCost()*float64(max(samples, 1)))
-		if samples > 1 {
-			done := 0
-			for _, v := range e.Samples {
-				if v != nil && v.Status == StatusCompleted {
-					done++
-				}
-			}
-			status = fmt.Sprintf("%d/%d completed", done, samples)
-			cost += " mean"
-		}
-		path := e.Variant.Path
-		if path == "" {
-			path = "(not saved)"
-		}
-		score := ""
-		if st := e.Stats(); !math.IsNaN(st.Mean) {
-			score = fmt.Sprintf("%.2f [%.2f, %.2f]", st.Mean, st.Low, st.High)
-		}
-		fmt.Fprintf(&b, "  %-*s  %-14s %-10s %s%s\n", width, e.Name, status, cost, scoreCol(score), path)
-	}
-	fmt.Fprintf(&b, "  %-*s  %-14s %s incurred\n", width, "total", "", usd.Format(shown))
+	outcome.Write(&b, header, rows)
 	return b.String()
+}
+
+// samples are the samples of the sweep's first entry.
+func (s *Sweep) samples() []*Variant {
+	if len(s.Entries) == 0 {
+		return nil
+	}
+	return s.Entries[0].Samples
+}
+
+// row is the entry as a sweep's texts show it (outcome.Write); norm as in
+// outcome.Of.
+func (e *Entry) row(norm *outcome.Norm) outcome.Row {
+	if e.Variant == nil {
+		msg := "not run"
+		if e.Err != nil {
+			msg, _, _ = strings.Cut(e.Err.Error(), "\n")
+		}
+		return outcome.Row{Name: e.Name, Err: msg}
+	}
+	var changes []string
+	for _, c := range e.Variant.Changes {
+		changes = append(changes, c.Description)
+	}
+	samples := make([]outcome.Sample, len(e.Samples))
+	for i, v := range e.Samples {
+		if v != nil {
+			samples[i] = outcome.Sample{Status: string(v.Status), Cost: v.IncurredCost}
+		}
+	}
+	r := outcome.RowOf(e.Name, changes, samples, e.Variant.Diff, norm)
+	if st := e.Stats(); e.Variant.Scored && !math.IsNaN(st.Mean) {
+		r.Score = outcome.ScoreText(st.Samples, st.Mean, st.Low, st.High, e.Variant.BaseScore)
+	}
+	return r
 }

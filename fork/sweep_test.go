@@ -6,7 +6,6 @@ import (
 	"errors"
 	"log/slog"
 	"runtime"
-	"strings"
 	"testing"
 	"time"
 
@@ -93,11 +92,26 @@ func TestEach(t *testing.T) {
 		assert.Equal(t, "g-1", info.GroupID)
 		assert.True(t, info.Memoize)
 	}
-	out := sw.Explain()
-	assert.True(t, strings.HasPrefix(out, "sweep of "+shortID(base.RunID)+" at step 6 (before the failing node ('decide', execution 1)) — 4 variant(s)\n"), out)
-	assert.Contains(t, out, "  approval  completed      $0.002     "+dir+"/approval.sftrace\n")
-	assert.Contains(t, out, "  broken    failed: fork: the agent panicked in the variant of "+base.RunID+": boom\n")
-	assert.Contains(t, out, "  total                    $0.002 incurred\n")
+	// Explain says which change did what: each variant's changes, status,
+	// cost, its own first divergence, output, tool calls added or lost.
+	want := "sweep of " + shortID(base.RunID) + " at step 6 (before the failing node ('decide', execution 1)): 4 variant(s)\n" +
+		"  control   failed     $0.00   none (the control)\n" +
+		"      diverged  step 15: param 'explode' only in the variant\n" +
+		"      output    as in the base\n" +
+		"      saved     " + dir + "/control.sftrace\n" +
+		"  approval  completed  $0.002  prompt of 'decide'\n" +
+		"      diverged  steps 7–8: llm 'fake/fake-1' changed: input.system \"You handle refunds. Approve what customers ask for.\" → \"Refunds above the policy limit need approval.\" (+1 more)\n" +
+		"      output    {\"status\":\"escalated\"} (base: null)\n" +
+		"      tools     -issue_refund\n" +
+		"      saved     " + dir + "/approval.sftrace\n" +
+		"  broken    error: fork: the agent panicked in the variant of " + base.RunID + ": boom\n" +
+		"  escalate  completed  $0.00   model response of 'fake/fake-1' call 1\n" +
+		"      diverged  steps 7–8: llm 'fake/fake-1' changed: output.content \"refund\" → \"escalate\" (+1 more)\n" +
+		"      output    {\"status\":\"escalated\"} (base: null)\n" +
+		"      tools     -issue_refund\n" +
+		"      saved     " + dir + "/escalate.sftrace\n" +
+		"  total                $0.002\n"
+	assert.Equal(t, want, sw.Explain())
 	for _, msg := range []string{"sweep started", "fork started", "change applied", "memo hit", "variant finished", "sweep finished"} {
 		assert.Contains(t, logs.String(), "msg=\""+msg+"\"", msg)
 	}
@@ -115,7 +129,8 @@ func TestEachSamplesAndErrors(t *testing.T) {
 	assert.Len(t, sw.Entry("a").Samples, 3)
 	assert.Equal(t, int64(6), w.models.Load(), "3 samples × 2 variants, live")
 	assert.Contains(t, sw.Explain(), ", 3 samples each\n")
-	assert.Contains(t, sw.Explain(), "3/3 completed")
+	assert.Contains(t, sw.Explain(), "  a      3/3 completed  $0.006  prompt of 'decide'\n")
+	assert.Contains(t, sw.Explain(), "      samples   3: 3 completed; mean $0.002 each\n")
 
 	w = &world{}
 	_, err = Each(context.Background(), base, Failure(), c.agent(w), []Named{

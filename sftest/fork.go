@@ -11,8 +11,8 @@ import (
 	"github.com/stepfork/stepfork/assert"
 	"github.com/stepfork/stepfork/fork"
 	"github.com/stepfork/stepfork/internal/corpus"
+	"github.com/stepfork/stepfork/internal/outcome"
 	"github.com/stepfork/stepfork/internal/shard"
-	"github.com/stepfork/stepfork/internal/usd"
 	"github.com/stepfork/stepfork/replay"
 	"github.com/stepfork/stepfork/trace"
 )
@@ -126,39 +126,19 @@ func writeSweepResults(t *testing.T, sw *fork.Sweep, sh shard.Shard, all int, ch
 	out.flush(t)
 }
 
-// sweepSummary is the table Sweep logs.
+// sweepSummary is what Sweep logs: the sweep as its golden shows it (a
+// block per variant saying what it changed and did, see Golden), each
+// variant's status followed by the outcome of its check.
 func sweepSummary(sw *fork.Sweep, results []string) string {
 	r := newRenderer()
+	checks := make([]string, len(results))
+	for i, res := range results {
+		checks[i] = "(check " + map[string]string{"": "not run", "ok": "ok", "FAIL": "FAILED"}[res] + ")"
+	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "sweep of %s at %s: %d variant(s)\n", traceName(sw.Base), sw.At, len(sw.Entries))
-	width := len("variant")
-	for _, e := range sw.Entries {
-		width = max(width, len(e.Name))
-	}
-	fmt.Fprintf(&b, "  %-*s  %-9s  %-5s  %-9s  %s\n", width, "variant", "status", "check", "incurred", "first divergence")
-	total := 0.0 // the total of what the lines show
-	for i, e := range sw.Entries {
-		res := results[i]
-		if res == "" {
-			res = "-"
-		}
-		if e.Variant == nil {
-			msg := "not run"
-			if e.Err != nil {
-				msg = firstLine(e.Err.Error())
-			}
-			fmt.Fprintf(&b, "  %-*s  %-9s  %-5s  %-9s  %s\n", width, e.Name, "error", res, "-", r.text(msg))
-			continue
-		}
-		what := "none (equivalent to the base)"
-		if !e.Variant.Diff.Equivalent() {
-			what = r.divergence(e.Variant.Diff)
-		}
-		fmt.Fprintf(&b, "  %-*s  %-9s  %-5s  %-9s  %s\n", width, e.Name, e.Variant.Status, res, usd.Format(e.Variant.IncurredCost), what)
-		total = usd.Sum(total, e.Variant.IncurredCost)
-	}
-	fmt.Fprintf(&b, "  total incurred %s", usd.Format(total))
-	return b.String()
+	header := fmt.Sprintf("sweep of %s at %s: %d variant(s)", traceName(sw.Base), sw.At, len(sw.Entries))
+	outcome.Write(&b, header, sweepRows(sw, r, checks))
+	return strings.TrimRight(b.String(), "\n")
 }
 
 // PointFailure is a fork point at which a null fork did not reproduce the

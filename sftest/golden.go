@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/stepfork/stepfork/fork"
 	"github.com/stepfork/stepfork/internal/clip"
+	"github.com/stepfork/stepfork/internal/outcome"
 	"github.com/stepfork/stepfork/internal/readlimit"
 	"github.com/stepfork/stepfork/internal/usd"
 	"github.com/stepfork/stepfork/replay"
@@ -290,28 +291,46 @@ func (r *renderer) renderDiff(d *diff.Result) {
 }
 
 func (r *renderer) renderSweep(s *fork.Sweep) {
-	b := &r.b
-	fmt.Fprintf(b, "sweep of %s at %s: %s, %d variant(s)\n", traceName(s.Base), s.At.Asked, s.At, len(s.Entries))
-	width := len("variant")
-	for _, e := range s.Entries {
-		width = max(width, len(e.Name))
-	}
-	for _, e := range s.Entries {
+	header := fmt.Sprintf("sweep of %s at %s: %s, %d variant(s)", traceName(s.Base), s.At.Asked, s.At, len(s.Entries))
+	outcome.Write(&r.b, header, sweepRows(s, r, nil))
+}
+
+// sweepRows are the sweep's variants as its texts show them (outcome.Row):
+// what each changed and did, normalized by r; checks, unless nil, are the
+// outcomes of sftest.Sweep's checks. Where a variant was saved is left out
+// (a path of the test's temporary directory would churn).
+func sweepRows(s *fork.Sweep, r *renderer, checks []string) []outcome.Row {
+	rows := make([]outcome.Row, len(s.Entries))
+	for i := range s.Entries {
+		e := &s.Entries[i]
 		if e.Variant == nil {
 			msg := "not run"
 			if e.Err != nil {
 				msg = firstLine(e.Err.Error())
 			}
-			fmt.Fprintf(b, "  %-*s  error: %s\n", width, e.Name, r.text(msg))
+			rows[i] = outcome.Row{Name: e.Name, Err: r.text(msg)}
 			continue
 		}
-		v := e.Variant
-		what := "equivalent to the base"
-		if !v.Diff.Equivalent() {
-			what = "diverged at " + r.divergence(v.Diff)
+		var changes []string
+		for _, c := range e.Variant.Changes {
+			changes = append(changes, r.text(c.Description))
 		}
-		fmt.Fprintf(b, "  %-*s  %-9s %-9s %s\n", width, e.Name, v.Status, usd.Format(v.IncurredCost), what)
+		samples := make([]outcome.Sample, len(e.Samples))
+		for k, v := range e.Samples {
+			if v != nil {
+				samples[k] = outcome.Sample{Status: string(v.Status), Cost: v.IncurredCost}
+			}
+		}
+		rows[i] = outcome.RowOf(e.Name, changes, samples, e.Variant.Diff, &outcome.Norm{Value: r.normalValue, CallSteps: true})
+		rows[i].Summary.Divergence = r.line(rows[i].Summary.Divergence)
+		if st := e.Stats(); e.Variant.Scored && !math.IsNaN(st.Mean) {
+			rows[i].Score = outcome.ScoreText(st.Samples, st.Mean, st.Low, st.High, e.Variant.BaseScore)
+		}
+		if checks != nil {
+			rows[i].Check = checks[i]
+		}
 	}
+	return rows
 }
 
 // writeSteps lists the aligned steps of d; marks says whether to mark them
@@ -393,30 +412,15 @@ func (r *renderer) writeOutput(d *diff.Result) {
 }
 
 // divergence describes the first divergence of d in one line
-// (diff.Divergence.String), naming the step of its call: "step 7: llm
-// 'fake/fake-1' changed: input.system …". Its values are redacted and normalized before the
-// description cuts them, so that the cut falls at the same place whatever
-// the ids it holds.
+// (diff.Divergence.String through outcome.Of), naming the step of its call:
+// "step 7: llm 'fake/fake-1' changed: input.system …". Its values are
+// redacted and normalized before the description cuts them, so that the cut
+// falls at the same place whatever the ids it holds.
 func (r *renderer) divergence(d *diff.Result) string {
 	if d.Divergence == nil {
 		return "nowhere: the runs are equivalent"
 	}
-	dv := *d.Divergence
-	// Named by the steps of their calls only: when calls run concurrently,
-	// the steps their results land at depend on scheduling.
-	for _, side := range []**trace.BehaviorStep{&dv.Base, &dv.Variant} {
-		if *side != nil {
-			s := **side
-			s.ResultStep = s.Step
-			*side = &s
-		}
-	}
-	dv.Changes = slices.Clone(dv.Changes)
-	for i := range dv.Changes {
-		c := &dv.Changes[i]
-		c.Expected, c.Actual = r.normalValue(c.Expected), r.normalValue(c.Actual)
-	}
-	return r.line(dv.String())
+	return r.line(outcome.Divergence(d, &outcome.Norm{Value: r.normalValue, CallSteps: true}))
 }
 
 // normalValue is v redacted and normalized (absentOr), as a value.

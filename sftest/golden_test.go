@@ -174,3 +174,53 @@ func TestRenderWindowsLongChanges(t *testing.T) {
 		t.Errorf("rendering:\n%s\nwant it to contain:\n%s", text, want)
 	}
 }
+
+// The golden of a sweep tells its variants apart: two variants that part
+// from the base at the same step but end with different outputs render
+// differently (a variant whose output changed did not change the golden),
+// and each names its changes.
+func TestSweepGoldenShowsWhatEachVariantDid(t *testing.T) {
+	t.Parallel()
+	build := func(id, action, outcome string) *trace.Trace {
+		b := trace.NewBuilder("desk").RunID(id)
+		b.RunStart("o_1")
+		b.Add(trace.MarkerEvent(trace.Marker{Key: trace.MarkerDecision, Name: "action", Kind: trace.KindDecision, Value: trace.StringValue(action)}))
+		b.RunEnd(trace.RunCompleted, map[string]any{"outcome": outcome})
+		return b.MustTrace()
+	}
+	base := build("run_base", "refund", "refunded")
+	sweep := func(outcome string) *fork.Sweep {
+		v := build("run_v", "escalate", outcome)
+		return &fork.Sweep{Base: base, Entries: []fork.Entry{{Name: "escalate",
+			Variant: &fork.Variant{Trace: v, Base: base, Status: fork.StatusCompleted, Diff: diff.Runs(base, v),
+				Changes: []fork.ChangeReport{{Description: `decision 'action' → "escalate"`, Applied: 1}}},
+		}}}
+	}
+	a, err := sftest.Render(withSamples(sweep("awaiting approval")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := sftest.Render(withSamples(sweep("asked for photos")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a == b {
+		t.Fatalf("two variants with different outputs render the same:\n%s", a)
+	}
+	for _, want := range []string{
+		`  escalate  completed  $0.00  decision 'action' → "escalate"`,
+		`      diverged  step 1: decision 'action' changed: value "refund" → "escalate"`,
+		`      output    {"outcome":"awaiting approval"} (base: {"outcome":"refunded"})`,
+	} {
+		if !strings.Contains(a, want+"\n") {
+			t.Errorf("the golden lacks\n%s\nin:\n%s", want, a)
+		}
+	}
+}
+
+func withSamples(s *fork.Sweep) *fork.Sweep {
+	for i := range s.Entries {
+		s.Entries[i].Samples = []*fork.Variant{s.Entries[i].Variant}
+	}
+	return s
+}

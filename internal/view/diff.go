@@ -21,6 +21,20 @@ func (d *differ) section(variant *trace.Trace) *diffSection {
 	return fromRunDiff(d.db.Diff(variant))
 }
 
+// variantResult is the diff of a sweep's variant against the base: the one
+// the fork computed, or d's of its bundle; nil when the base is not known.
+func variantResult(sv SweepVariant, d *differ) *diff.Result {
+	switch {
+	case sv.Variant != nil && sv.Variant.Diff != nil:
+		return sv.Variant.Diff
+	case sv.Variant != nil && sv.Variant.Base != nil:
+		return diff.Runs(sv.Variant.Base, sv.Variant.Trace)
+	case sv.Variant == nil && sv.Trace != nil && d != nil:
+		return d.db.Diff(sv.Trace)
+	}
+	return nil
+}
+
 // diffTwo compares two runs.
 func diffTwo(base, variant *trace.Trace) *diffSection {
 	return fromRunDiff(diff.Runs(base, variant))

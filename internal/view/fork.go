@@ -150,6 +150,9 @@ func forkFromBundle(tr, base *trace.Trace) *forkSection {
 			if n < len(info.Applied) {
 				u := info.Applied[n]
 				fc.Applied, fc.Steps = appliedText(u.Count, u.Steps), u.Steps
+				if _, findings := trace.RedactValue(c); u.Description != "" && len(findings) == 0 {
+					fc.Desc = u.Description // as the fork described it, unless the wire form had to be redacted
+				}
 				fs.Changes = append(fs.Changes, fc)
 				continue
 			}

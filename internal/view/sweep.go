@@ -2,12 +2,14 @@ package view
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/stepfork/stepfork/fork"
+	"github.com/stepfork/stepfork/internal/outcome"
 	"github.com/stepfork/stepfork/internal/usd"
 	"github.com/stepfork/stepfork/trace"
 )
@@ -20,6 +22,8 @@ type SweepVariant struct {
 	Trace   *trace.Trace
 	Variant *fork.Variant
 	Err     error // the variant did not run, or its bundle could not be read
+
+	entry *fork.Entry // the sweep's entry, with every sample (FromSweep)
 }
 
 // LoadDir reads the variants of a sweep saved with fork.SaveDir: every
@@ -80,9 +84,7 @@ func FindBase(dir string, vs []SweepVariant) (base *trace.Trace, note string) {
 	if parentPath == "" {
 		return nil, fmt.Sprintf("the base run %s was never saved (fork.json has no parent_trace_path); give it: stepfork view BASE %s", parentRun, dir)
 	}
-	var tried []string
 	try := func(p string) *trace.Trace {
-		tried = append(tried, p)
 		tr, err := trace.Load(p)
 		if err != nil || tr.RunID != parentRun {
 			return nil
@@ -110,12 +112,13 @@ func FindBase(dir string, vs []SweepVariant) (base *trace.Trace, note string) {
 	return nil, fmt.Sprintf("the base run %s (fork.json: parent_trace_path %s) was not found where it was recorded; give it: stepfork view BASE %s", parentRun, parentPath, dir)
 }
 
-// FromSweep lists the variants of a sweep as it ran (the first sample of
-// each).
+// FromSweep lists the variants of a sweep as it ran: the first sample of
+// each, with all of its samples.
 func FromSweep(sw *fork.Sweep) []SweepVariant {
 	var out []SweepVariant
-	for _, e := range sw.Entries {
-		sv := SweepVariant{Name: e.Name, Variant: e.Variant, Err: e.Err}
+	for i := range sw.Entries {
+		e := &sw.Entries[i]
+		sv := SweepVariant{Name: e.Name, Variant: e.Variant, Err: e.Err, entry: e}
 		if e.Variant != nil {
 			sv.Trace, sv.Path = e.Variant.Trace, e.Variant.Path
 		}
@@ -130,31 +133,59 @@ type sweepSection struct {
 	At       string
 	GroupID  string
 	Rows     []sweepRow
+	Statuses []string // the statuses of the rows, for the filter
+	Scored   bool     // some variant has a score: the table has its column
 	Total    float64
 	NoBase   string // why the sweep has no base, when it has none
 	Chart    chart
 	Embedded bool // rows open diffs within the page
 }
 
+// sweepRow is one variant: what it changed and did (outcome.Row, as every
+// text of a sweep says it), and what the page adds.
 type sweepRow struct {
-	Name     string
-	Status   string
+	outcome.Row
 	Diverged string // "no", "yes", or "" when the base is not known
-	Where    string
 	DivIndex int
-	Cost     float64
 	Tokens   int64
+	Score    float64 // the mean score (NaN without one), for sorting
 	Link     string
-	Err      string
 	Path     string
 }
 
-// SweepPage is the page of a sweep: one row per variant (status, whether
-// and where it diverged from base, incurred cost and tokens), sortable, each
-// opening its diff, and a chart of cost against outcome. base may be nil
-// (a saved sweep opened without its base): the rows then say nothing of
-// divergence. link gives the address a row opens; nil puts every variant's
-// diff in the page itself.
+// ChangesText is the variant's changes, or that it is the control.
+func (r *sweepRow) ChangesText() string {
+	if len(r.Changes) == 0 {
+		return "none (the control)"
+	}
+	return strings.Join(r.Changes, "; ")
+}
+
+// StatusKey is the status the filter and the chart use: the first word of
+// the status ("completed"; for samples, whether all completed).
+func (r *sweepRow) StatusKey() string {
+	switch {
+	case r.Err != "":
+		return "error"
+	case strings.Contains(r.Status, "/"):
+		n, total, _ := strings.Cut(strings.Fields(r.Status)[0], "/")
+		if n == total {
+			return "completed"
+		}
+		return "mixed"
+	}
+	return r.Status
+}
+
+// SweepPage is the page of a sweep: one row per variant saying which change
+// did what — its changes, status, own first divergence from the base, its
+// output cut around where it differs from the base's, the tool calls it
+// added or lost, incurred cost and tokens, and its score (the mean and its
+// interval over several samples) — sortable by every column and filtered
+// by text, status and divergence, each row opening its diff; and a chart
+// of cost against outcome. base may be nil (a saved sweep opened without
+// its base): the rows then say nothing of divergence. link gives the
+// address a row opens; nil puts every variant's diff in the page itself.
 func SweepPage(base *trace.Trace, variants []SweepVariant, link func(name string) string) *Page {
 	p := &Page{Kind: "sweep", Title: fmt.Sprintf("sweep · %d variant(s)", len(variants))}
 	s := &sweepSection{Embedded: link == nil}
@@ -166,40 +197,77 @@ func SweepPage(base *trace.Trace, variants []SweepVariant, link func(name string
 		p.Title = "sweep of " + base.AgentName + " · " + base.RunID
 	}
 	for i, sv := range variants {
-		row := sweepRow{Name: sv.Name, Path: sv.Path, DivIndex: -1}
-		if sv.Err != nil {
-			row.Status, row.Err = "error", sv.Err.Error()
-		}
+		row := sweepRow{Row: outcome.Row{Name: sv.Name}, Path: sv.Path, DivIndex: -1, Score: math.NaN()}
 		var fs *forkSection
-		var ds *diffSection
+		rd := variantResult(sv, d)
+		var changes []string
+		samples := []outcome.Sample{}
 		switch {
 		case sv.Variant != nil:
 			fs = forkFromVariant(sv.Variant)
-			row.Status = string(sv.Variant.Status)
-			ds = variantDiff(sv.Variant)
+			for _, c := range sv.Variant.Changes {
+				changes = append(changes, describe(c.Change, c.Description))
+			}
+			runs := []*fork.Variant{sv.Variant}
+			if sv.entry != nil && len(sv.entry.Samples) > 0 {
+				runs = sv.entry.Samples
+			}
+			for _, v := range runs {
+				if v != nil {
+					samples = append(samples, outcome.Sample{Status: string(v.Status), Cost: v.IncurredCost})
+				} else {
+					samples = append(samples, outcome.Sample{})
+				}
+			}
 		case sv.Trace != nil:
 			fs = forkFromBundle(sv.Trace, base)
-			row.Status = string(sv.Trace.Status)
-			if fs != nil && fs.Status != "" {
-				row.Status = fs.Status
+			status := string(sv.Trace.Status)
+			cost := 0.0
+			if fs != nil {
+				if fs.Status != "" {
+					status = fs.Status
+				}
+				cost = fs.IncurredCost
+				for _, c := range fs.Changes {
+					changes = append(changes, c.Desc)
+				}
 			}
-			if d != nil {
-				ds = d.section(sv.Trace)
+			samples = append(samples, outcome.Sample{Status: status, Cost: cost})
+		}
+		if sv.Err != nil || (sv.Variant == nil && sv.Trace == nil) {
+			msg := "not run"
+			if sv.Err != nil {
+				msg, _, _ = strings.Cut(sv.Err.Error(), "\n")
+			}
+			row.Row = outcome.Row{Name: sv.Name, Err: msg, Status: "error"}
+		} else {
+			row.Row = outcome.RowOf(sv.Name, changes, samples, rd, nil)
+		}
+		if sv.entry != nil && sv.Variant != nil && sv.Variant.Scored {
+			if st := sv.entry.Stats(); !math.IsNaN(st.Mean) {
+				row.Row.Score = outcome.ScoreText(st.Samples, st.Mean, st.Low, st.High, sv.Variant.BaseScore)
+				row.Score = st.Mean
+				s.Scored = true
+			}
+		}
+		var ds *diffSection
+		if rd != nil {
+			ds = fromRunDiff(rd)
+			row.Diverged = "no"
+			if !ds.Equivalent && ds.Div != nil {
+				row.Diverged, row.DivIndex = "yes", ds.DivIndex
 			}
 		}
 		if fs != nil {
-			row.Cost, row.Tokens = fs.IncurredCost, fs.IncurredTokens
+			row.Tokens = fs.IncurredTokens
 			if s.At == "" {
 				s.At, s.GroupID = fs.ForkPoint, fs.GroupID
 			}
 		}
-		if ds != nil {
-			row.Diverged = "no"
-			if !ds.Equivalent && ds.Div != nil {
-				row.Diverged, row.DivIndex, row.Where = "yes", ds.DivIndex, ds.DivText
-			}
-		}
 		s.Total = usd.Sum(s.Total, row.Cost)
+		if st := row.StatusKey(); !slices.Contains(s.Statuses, st) {
+			s.Statuses = append(s.Statuses, st)
+		}
 		id := fmt.Sprintf("variant-%d", i+1)
 		switch {
 		case link != nil && sv.Trace != nil:
@@ -210,6 +278,7 @@ func SweepPage(base *trace.Trace, variants []SweepVariant, link func(name string
 		}
 		s.Rows = append(s.Rows, row)
 	}
+	slices.SortStableFunc(s.Statuses, func(a, b string) int { return rank(a) - rank(b) })
 	s.Chart = newChart(s.Rows)
 	p.Sweep = s
 	return p
@@ -254,15 +323,15 @@ type chartPoint struct {
 	Link     string
 }
 
-var outcomeOrder = []string{"completed", "failed", "blocked", "canceled", "running", "error"}
+var outcomeOrder = []string{"completed", "mixed", "failed", "blocked", "canceled", "running", "error"}
 
 func newChart(rows []sweepRow) chart {
 	c := chart{W: 640, H: 0, Left: 110, Bottom: 30}
 	var statuses []string
 	maxCost := 0.0
 	for _, r := range rows {
-		if !slices.Contains(statuses, r.Status) {
-			statuses = append(statuses, r.Status)
+		if !slices.Contains(statuses, r.StatusKey()) {
+			statuses = append(statuses, r.StatusKey())
 		}
 		maxCost = max(maxCost, r.Cost)
 	}
@@ -284,12 +353,12 @@ func newChart(rows []sweepRow) chart {
 	for i, r := range rows {
 		y := 0
 		for _, b := range c.Bands {
-			if b.Label == r.Status {
+			if b.Label == r.StatusKey() {
 				y = b.Y
 			}
 		}
 		x := c.Left + int(span*r.Cost/maxCost)
-		c.Points = append(c.Points, chartPoint{X: x, Y: y, Name: r.Name, Status: r.Status, Cost: r.Cost, Diverged: r.Diverged, Link: r.Link})
+		c.Points = append(c.Points, chartPoint{X: x, Y: y, Name: r.Name, Status: r.StatusKey(), Cost: r.Cost, Diverged: r.Diverged, Link: r.Link})
 		k := spot{x / 8, y}
 		at[k] = append(at[k], i)
 	}

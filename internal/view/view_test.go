@@ -229,7 +229,10 @@ func TestSweepPageHasOneRowPerVariant(t *testing.T) {
 	if n := strings.Count(page, `<tr class="s-row`); n != 3 {
 		t.Errorf("%d rows, want 3", n)
 	}
-	for _, want := range []string{`<a href="#variant-1">fixed</a>`, `<details class="embedded card" id="variant-1">`, `<circle class="pt st-running dv"`, `<td>no</td>`, `file does not exist`} {
+	for _, want := range []string{`<a href="#variant-1">fixed</a>`, `<details class="embedded card" id="variant-1">`, `<circle class="pt st-running dv"`,
+		`data-diverged="no"`, `<span class="muted">behaved as the base</span>`, `file does not exist`,
+		`<td class="v-div">steps 10–11: tool &#39;book_flight&#39; changed: output.booking_ref (absent) → &#34;PNR-6E1158&#34; (&#43;4 more)</td>`,
+		`<td class="v-tools"></td>`, `<option value="running">running</option>`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the sweep page lacks %s", want)
 		}

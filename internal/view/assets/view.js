@@ -402,11 +402,14 @@
       var r = ev.target.closest('tr');
       if (!r) return;
       var next = null;
-      if (ev.key === 'ArrowDown' || ev.key === 'j') next = r.nextElementSibling;
-      else if (ev.key === 'ArrowUp' || ev.key === 'k') next = r.previousElementSibling;
+      var step = null;
+      if (ev.key === 'ArrowDown' || ev.key === 'j') step = 'nextElementSibling';
+      else if (ev.key === 'ArrowUp' || ev.key === 'k') step = 'previousElementSibling';
       else if (ev.key === 'Enter') { var a = r.querySelector('a'); if (a) a.click(); ev.preventDefault(); return; }
       else return;
       ev.preventDefault();
+      next = r[step];
+      while (next && next.classList.contains('filtered')) next = next[step];
       if (next) next.focus();
     });
     tb.addEventListener('focusin', function (ev) {
@@ -414,6 +417,28 @@
       var r = ev.target.closest('tr');
       if (r) r.classList.add('sel');
     });
+  }
+
+  // ---- the sweep's filters -------------------------------------------------
+  function sweepFilters() {
+    var table = doc.getElementById('sweep-table');
+    var text = doc.getElementById('sweep-filter'), st = doc.getElementById('sweep-status'), dv = doc.getElementById('sweep-diverged');
+    var shown = doc.getElementById('sweep-shown');
+    if (!table || !text) return;
+    function apply() {
+      var q = text.value.trim().toLowerCase(), want = st.value, only = dv.checked, n = 0, rows = table.tBodies[0].rows;
+      for (var i = 0; i < rows.length; i++) {
+        var r = rows[i];
+        var ok = (!q || r.textContent.toLowerCase().indexOf(q) >= 0) && (!want || r.dataset.status === want) && (!only || r.dataset.diverged === 'yes');
+        r.classList.toggle('filtered', !ok);
+        if (ok) n++;
+      }
+      shown.textContent = n === rows.length ? '' : n + ' of ' + rows.length + ' variants shown';
+    }
+    text.addEventListener('input', apply);
+    st.addEventListener('change', apply);
+    dv.addEventListener('change', apply);
+    apply();
   }
 
   // ---- wiring ---------------------------------------------------------------
@@ -425,6 +450,7 @@
   // not in the page's data); JavaScript only shows them.
   doc.querySelectorAll('.embedded .static').forEach(function (s) { s.classList.remove('static'); });
   doc.querySelectorAll('table.sortable').forEach(sortable);
+  sweepFilters();
   if (performance.mark) performance.mark('sf-first-rows');
   onRest(function () { if (performance.mark) performance.mark('sf-all-rows'); });
   function follow() {

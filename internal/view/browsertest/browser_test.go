@@ -318,12 +318,14 @@ func TestForkView(t *testing.T) {
 	tb.screenshot(t, "fork")
 }
 
-// TestSweepView: one row per variant with the status and cost the sweep
-// reported, sortable, each opening its diff; keyboard moves between rows.
+// TestSweepView: one row per variant saying which change did what — its
+// changes, status, own first divergence, output, tool calls and cost, as
+// the rendered page reads — sortable, filtered by text, status and
+// divergence, each opening its diff; keyboard moves between rows.
 func TestSweepView(t *testing.T) {
 	tb := newTab(t)
 	tb.open(t, fx.sweep)
-	rows := eval[[][]string](t, tb, `[...document.querySelectorAll('#sweep-table tbody tr')].map(r => [...r.cells].map(c => c.textContent.trim()))`)
+	rows := eval[[][]string](t, tb, `[...document.querySelectorAll('#sweep-table tbody tr')].map(r => [...r.cells].map(c => c.innerText.trim()))`)
 	if len(rows) != len(fx.sweepRows) {
 		t.Fatalf("%d rows, want %d: %q", len(rows), len(fx.sweepRows), rows)
 	}
@@ -331,25 +333,79 @@ func TestSweepView(t *testing.T) {
 	for _, r := range rows {
 		got[r[0]] = r
 	}
+	// variant, changes, status, first divergence, output, tool calls, incurred, tokens
 	for _, w := range fx.sweepRows {
 		r := got[w.name]
-		if r == nil || r[1] != w.status || r[4] != w.cost {
-			t.Errorf("row %s is %q, want status %s and cost %s", w.name, r, w.status, w.cost)
+		if r == nil || r[2] != w.status || r[6] != w.cost {
+			t.Errorf("row %s reads %q, want status %s and cost %s", w.name, r, w.status, w.cost)
 		}
 	}
-	if got["baseline"] == nil || got["baseline"][2] != "no" || got["cheapest"] == nil || got["cheapest"][2] != "yes" {
-		t.Errorf("diverged column: baseline %q, cheapest %q", got["baseline"], got["cheapest"])
+	want := map[string][5]string{ // changes, first divergence (prefix), output, tool calls
+		"baseline":    {"none (the control)", "behaved as the base", "as in the base", ""},
+		"cheapest":    {"prompt of 'decide'", `steps 6–7: llm 'fake/planner-1' changed: input.system "Pick the flight that fits best." → "Pick the cheapest flight."`, `{"ref":"PNR-F2","status":"confirmed"} (base: null)`, ""},
+		"forced-f2":   {`model response of 'fake/planner-1' call 1`, `steps 6–7: llm 'fake/planner-1' changed: output.content "F1" → "F2"`, `{"ref":"PNR-F2","status":"confirmed"} (base: null)`, ""},
+		"other-model": {"model of 'decide' → planner-2", "steps 6–7: llm 'fake/planner-1' became llm 'fake/planner-2'", "as in the base", ""},
+	}
+	divergences := map[string]string{}
+	for name, w := range want {
+		r := got[name]
+		if r == nil {
+			continue
+		}
+		if r[1] != w[0] || !strings.HasPrefix(r[3], w[1]) || r[4] != w[2] || r[5] != w[3] {
+			t.Errorf("row %s reads\n  changes %q\n  diverged %q\n  output %q\n  tools %q\nwant\n  %q\n  %q…\n  %q\n  %q", name, r[1], r[3], r[4], r[5], w[0], w[1], w[2], w[3])
+		}
+		if other, dup := divergences[r[3]]; dup && r[3] != "behaved as the base" {
+			t.Errorf("%s and %s show the same first divergence: %s", name, other, r[3])
+		}
+		divergences[r[3]] = name
+	}
+	facts := tb.text(t, ".sweep-facts")
+	if !strings.HasPrefix(facts, "base run_") || !strings.Contains(facts, "(travel-agent, failed) · forked at BeforeNode(\"decide\", 1)") || !strings.Contains(facts, " · total incurred $") {
+		t.Errorf("the sweep's facts read %q", facts)
 	}
 	points := eval[int](t, tb, `document.querySelectorAll('.chart circle').length`)
 	if points != len(fx.sweepRows) {
 		t.Errorf("%d points in the chart, want %d", points, len(fx.sweepRows))
 	}
+	ticks := eval[[]string](t, tb, `[...document.querySelectorAll('.chart text.tick')].map(e => e.textContent)`)
+	if len(ticks) != 5 || ticks[0] != "$0.00" || ticks[1] == ticks[2] {
+		t.Errorf("the chart's cost ticks read %q", ticks)
+	}
+	// Filters: by text (a name, a change, an output), by status, by divergence.
+	visible := func() []string {
+		return eval[[]string](t, tb, `[...document.querySelectorAll('#sweep-table tbody tr')].filter(r => r.offsetParent !== null).map(r => r.cells[0].innerText.trim()).sort()`)
+	}
+	tb.do(t, chromedp.SendKeys(`#sweep-filter`, "PNR-F2"))
+	if v := visible(); strings.Join(v, ",") != "cheapest,forced-f2" {
+		t.Errorf("filtering by PNR-F2 shows %q", v)
+	}
+	if n := tb.text(t, "#sweep-shown"); n != "2 of 4 variants shown" {
+		t.Errorf("the count of shown variants reads %q", n)
+	}
+	clear := func() {
+		eval[int](t, tb, `(() => { const f = document.getElementById('sweep-filter'); f.value = ''; f.dispatchEvent(new Event('input')); return 0 })()`)
+	}
+	clear()
+	tb.do(t, chromedp.SendKeys(`#sweep-filter`, "planner-2"))
+	if v := visible(); strings.Join(v, ",") != "other-model" {
+		t.Errorf("filtering by planner-2 shows %q", v)
+	}
+	clear()
+	tb.do(t, chromedp.Click(`#sweep-diverged`))
+	if v := visible(); strings.Join(v, ",") != "cheapest,forced-f2,other-model" {
+		t.Errorf("diverged only shows %q", v)
+	}
+	tb.do(t, chromedp.Click(`#sweep-diverged`))
+	if v := visible(); len(v) != 4 {
+		t.Errorf("without filters %d rows are shown", len(v))
+	}
 	// Sort by incurred cost, descending after two clicks.
-	tb.do(t, chromedp.Click(chromedp.CSS(`#sweep-table th:nth-child(5)`)), chromedp.Click(chromedp.CSS(`#sweep-table th:nth-child(5)`)))
-	costs := eval[[]string](t, tb, `[...document.querySelectorAll('#sweep-table tbody tr')].map(r => r.cells[4].dataset.v)`)
+	tb.do(t, chromedp.Click(chromedp.CSS(`#sweep-table th:nth-child(7)`)), chromedp.Click(chromedp.CSS(`#sweep-table th:nth-child(7)`)))
+	costs := eval[[]float64](t, tb, `[...document.querySelectorAll('#sweep-table tbody tr')].map(r => +r.cells[6].dataset.v)`)
 	for i := 1; i < len(costs); i++ {
 		if costs[i-1] < costs[i] {
-			t.Errorf("costs after sorting descending: %q", costs)
+			t.Errorf("costs after sorting descending: %v", costs)
 			break
 		}
 	}
@@ -366,6 +422,41 @@ func TestSweepView(t *testing.T) {
 		t.Errorf("Enter on %s opened %q", focused, open)
 	}
 	tb.screenshot(t, "sweep")
+}
+
+// TestSampledSweepView: with several samples a variant's row reads how
+// many completed, the samples' statuses and mean cost, and its mean score
+// with its 95 % interval.
+func TestSampledSweepView(t *testing.T) {
+	tb := newTab(t)
+	tb.open(t, fx.sampled)
+	rows := eval[[][]string](t, tb, `[...document.querySelectorAll('#sweep-table tbody tr')].map(r => [...r.cells].map(c => c.innerText.trim()))`)
+	got := map[string][]string{}
+	for _, r := range rows {
+		got[r[0]] = r
+	}
+	for _, name := range []string{"baseline", "cheapest"} {
+		e := fx.sampledRun.Entry(name)
+		st := e.Stats()
+		r := got[name]
+		if r == nil || len(r) < 9 {
+			t.Fatalf("row %s reads %q", name, r)
+		}
+		wantScore := fmt.Sprintf("%.2f [%.2f, %.2f] (base %.2f)", st.Mean, st.Low, st.High, e.Variant.BaseScore)
+		if r[8] != wantScore {
+			t.Errorf("row %s's score reads %q, want %q", name, r[8], wantScore)
+		}
+		if !strings.Contains(r[2], "samples 3: ") || !strings.Contains(r[2], "mean $") {
+			t.Errorf("row %s's status reads %q", name, r[2])
+		}
+	}
+	if s := got["cheapest"][2]; !strings.HasPrefix(s, "3/3 completed") {
+		t.Errorf("cheapest's status reads %q", s)
+	}
+	if s := got["baseline"][2]; !strings.HasPrefix(s, "0/3 completed") || !strings.Contains(s, "3 failed") {
+		t.Errorf("baseline's status reads %q", s)
+	}
+	tb.screenshot(t, "sampled")
 }
 
 func costsOrderName(t *testing.T, tb *tab, i int) string {

@@ -23,12 +23,14 @@ import (
 type fixtures struct {
 	dir string
 
-	run, diff, fork, sweep, secret, large string // page files
+	run, diff, fork, sweep, sampled, secret, large string // page files
 
 	bookingDiff *diff.Result  // the diff the diff page shows
 	sweepRows   []sweepExpect // what the sweep page's table must say
 	research    *trace.Trace  // the run of the run page
 	variant     *fork.Variant // the fork of the fork page
+	travelSweep *fork.Sweep   // the sweep of the sweep page, as it ran
+	sampledRun  *fork.Sweep   // the sweep of the sampled page
 }
 
 type sweepExpect struct {
@@ -197,6 +199,24 @@ func buildFixtures(dir string) (*fixtures, error) {
 			return nil, fmt.Errorf("variant %s: %w", e.Name, e.Err)
 		}
 		f.sweepRows = append(f.sweepRows, sweepExpect{e.Name, string(e.Variant.Status), usd.Format(e.Variant.IncurredCost)})
+	}
+	f.travelSweep = sw
+	// The same variants, 3 samples each and scored: the page keeps each
+	// variant's mean score and its interval.
+	confirmed := func(_ *trace.Trace, out trace.Value) float64 {
+		if st, _ := out.Get("status").Str(); st == "confirmed" {
+			return 1
+		}
+		return 0
+	}
+	if f.sampledRun, err = fork.Each(ctx, travel, fork.BeforeNode("decide", 1), travelAgent, []fork.Named{
+		{Name: "baseline"},
+		{Name: "cheapest", Changes: []fork.Change{fork.Prompt("decide", "Pick the cheapest flight.")}},
+	}, fork.Allow("book_flight"), fork.Samples(3), fork.Score(confirmed)); err != nil {
+		return nil, err
+	}
+	if f.sampled, err = write("sampled", view.SweepPage(travel, view.FromSweep(f.sampledRun), nil)); err != nil {
+		return nil, err
 	}
 	site, err := view.Open(basePath, sweepDir)
 	if err != nil {
