@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"iter"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -168,6 +169,7 @@ func forkLoaded(tr *trace.Trace, cut Cut, cfg *traceConfig) (*Result, error) {
 		parentPath: tr.Path,
 		parentFork: tr.Extras[infoFile],
 		lanes:      tr.Extras[trace.LanesFile],
+		build:      tr.Extras[trace.BuildFile],
 	}
 	var sc scan
 	made, err := forkSource(src, cut, cfg, &sc, true)
@@ -201,6 +203,10 @@ func forkPath(path string, cut Cut, cfg *traceConfig) (*Result, error) {
 	if err != nil {
 		return nil, &staticError{msg: fmt.Sprintf("cannot read the lanes of %s: %v", path, err), err: err}
 	}
+	build, err := r.Extra(trace.BuildFile)
+	if err != nil {
+		return nil, &staticError{msg: fmt.Sprintf("cannot read the build of %s: %v", path, err), err: err}
+	}
 	src := &source{
 		manifest:   r.Manifest(),
 		redactions: r.Redactions,
@@ -210,6 +216,7 @@ func forkPath(path string, cut Cut, cfg *traceConfig) (*Result, error) {
 		parentPath: path,
 		parentFork: parentFork,
 		lanes:      lanes,
+		build:      build,
 	}
 	var sc scan
 	made, err := forkSource(src, cut, cfg, &sc, false)
@@ -283,6 +290,7 @@ type source struct {
 	parentPath string
 	parentFork []byte // the parent's fork.json, if it is a fork itself
 	lanes      []byte // the parent's lanes.json, if any
+	build      []byte // the parent's build.json, if any: the code that made the kept events
 }
 
 type made struct {
@@ -687,6 +695,9 @@ func forkSource(src *source, cut Cut, cfg *traceConfig, sc *scan, keep bool) (*m
 	if lanes := keptLanes(src.lanes, keptIDs); lanes != nil {
 		forked.Extras[trace.LanesFile] = lanes
 	}
+	if src.build != nil {
+		forked.Extras[trace.BuildFile] = src.build
+	}
 	if keep {
 		// As Save writes it: redacted, payload hashes computed.
 		if forked, err = forked.Prepared(); err != nil {
@@ -699,7 +710,12 @@ func forkSource(src *source, cut Cut, cfg *traceConfig, sc *scan, keep bool) (*m
 	if saveErr == nil {
 		w.SetManifest(m)
 		w.SetRedactions(reds)
-		saveErr = w.SetExtra(infoFile, data)
+		// fork.json, and the parent's lanes and build that the fork keeps.
+		for _, name := range slices.Sorted(maps.Keys(forked.Extras)) {
+			if saveErr == nil {
+				saveErr = w.SetExtra(name, forked.Extras[name])
+			}
+		}
 	}
 	if saveErr == nil {
 		committed = true

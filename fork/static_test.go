@@ -867,3 +867,41 @@ func TestOverrideOnCall(t *testing.T) {
 	assert.Equal(t, trace.IntValue(2), both.Events[5].Output, "the step override beats the call override")
 	assert.Equal(t, 1, info.OverridesApplied)
 }
+
+// TestStaticForkKeepsBuild: a static fork keeps the parent's build.json,
+// the code that made the events it keeps, from a loaded trace and from a
+// path alike.
+func TestStaticForkKeepsBuild(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	parent, err := trace.Load(bookingAgentPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := trace.MarshalBuild(trace.Build{Module: "example.com/booking", Revision: "46b7ad0c4abd"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent.Extras = map[string][]byte{trace.BuildFile: data}
+	src := filepath.Join(dir, "with-build.sftrace")
+	if err := parent.Save(src); err != nil {
+		t.Fatal(err)
+	}
+	loaded, err := Trace(parent, ThroughStep(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromPath, err := Trace(src, ThroughStep(2), SaveTo(filepath.Join(dir, "fork.sftrace")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved, err := trace.Load(fromPath.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tr := range map[string]*trace.Trace{"loaded": loaded.Trace, "path": saved} {
+		if b, ok, err := tr.Build(); !ok || err != nil || b.Module != "example.com/booking" {
+			t.Errorf("%s: build %+v, %v, %v; want the parent's", name, b, ok, err)
+		}
+	}
+}

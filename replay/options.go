@@ -63,6 +63,7 @@ type config struct {
 	runID      string // "" draws one
 	scrub      []trace.Scrubber
 	strict     bool // StrictContext
+	build      *trace.Build
 }
 
 // setMode records the mode an option asks for; asking for two different
@@ -164,6 +165,9 @@ func replayConfig(opts []ReplayOption) config {
 // trace p was prepared from.
 func (c *config) checkReplay(p *Prepared) error {
 	if err := checkNames("replay.Replay", "", c.runID, c.scrub); err != nil {
+		return err
+	}
+	if err := c.checkBuild(); err != nil {
 		return err
 	}
 	if c.runID != "" && c.runID == p.base.RunID {

@@ -260,6 +260,7 @@ type session struct {
 	// the calls that matched no pending call of their group.
 	diverged []error
 	misses   []groupMiss
+	build    []byte // the run's trace.BuildFile, nil for none
 }
 
 // scrubbers returns the session's scrubbers.
@@ -678,6 +679,7 @@ func (s *session) occurrenceLocked(kind CallKind, name string) int {
 // error is a failure of the recording itself (an output that cannot be
 // recorded, a failed save); the agent's error is in Result.Err.
 func (s *session) run(ctx context.Context, input trace.Value, agent Agent) (*Result, error) {
+	s.build = s.buildFile(agent)
 	s.mu.Lock()
 	s.root = s.appendLocked(&trace.Event{Type: trace.RunStart, Input: input})
 	s.mu.Unlock()
@@ -781,6 +783,12 @@ func (s *session) finish(out any, err error) (*Result, error) {
 	}
 	if data := s.lanesFile(); data != nil {
 		s.tr.Extras = map[string][]byte{trace.LanesFile: data}
+	}
+	if s.build != nil {
+		if s.tr.Extras == nil {
+			s.tr.Extras = make(map[string][]byte, 1)
+		}
+		s.tr.Extras[trace.BuildFile] = s.build
 	}
 	t := trace.TotalsOf(s.tr.Events)
 	s.tr.Totals.Events, s.tr.Totals.LLMCalls, s.tr.Totals.ToolCalls = t.Events, t.LLMCalls, t.ToolCalls
@@ -897,6 +905,9 @@ func Record(ctx context.Context, agentName string, input any, agent Agent, opts 
 		return nil, optionErrf("replay.Record: the agent is nil")
 	}
 	if err := checkNames("replay.Record", agentName, cfg.runID, cfg.scrub); err != nil {
+		return nil, err
+	}
+	if err := cfg.checkBuild(); err != nil {
 		return nil, err
 	}
 	v, err := valueOf(input)

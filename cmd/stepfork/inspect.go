@@ -18,7 +18,9 @@ var inspectCmd = &command{
 	description: `
 Inspect loads a trace bundle (without validating it), verifies its integrity
 for display, and prints the manifest and the event timeline. Runtime markers
-(named phases, decisions, parameters) are shown as what they are.
+(named phases, decisions, parameters) are shown as what they are. A run
+recorded by a Go agent says which code made it (Code: its module, version
+and VCS revision, from the bundle's build.json; "build" in --json).
 
 A node that exited with an error shows status error (its event, a state
 change, is recorded ok). --errors-only keeps events with status error or type
@@ -109,6 +111,9 @@ func inspectionJSON(tr *trace.Trace, path string, integrity trace.IntegrityStatu
 		o.null("failure")
 	}
 	o.str("integrity", string(integrity))
+	if b, ok, err := tr.Build(); ok && err == nil {
+		o.raw("build", buildJSON(b))
+	}
 	items := make([][]byte, len(timeline))
 	for i, ev := range timeline {
 		s := newObject().
@@ -133,6 +138,28 @@ func inspectionJSON(tr *trace.Trace, path string, integrity trace.IntegrityStatu
 // every dict in sorted order.
 func failureJSON(f *trace.Failure) []byte {
 	return newObject().str("message", redact(f.Message)).int("step", int64(f.Step)).str("type", redact(f.Type)).bytes()
+}
+
+// buildJSON is the build of the code that made the run, its texts
+// redacted, with the members build.json has.
+func buildJSON(b trace.Build) []byte {
+	o := newObject().str("module", redact(b.Module))
+	if b.Version != "" {
+		o.str("version", redact(b.Version))
+	}
+	if b.Revision != "" {
+		o.str("revision", b.Revision)
+	}
+	if !b.Time.IsZero() {
+		o.str("time", b.Time.UTC().Format(time.RFC3339))
+	}
+	if b.Modified {
+		o.bool("modified", true)
+	}
+	if b.Go != "" {
+		o.str("go", redact(b.Go))
+	}
+	return o.bytes()
 }
 
 func markerJSON(m trace.Marker) []byte {
@@ -248,6 +275,11 @@ func (o *inspectOptions) human(e *env, tr *trace.Trace, integrity trace.Integrit
 		fields = append(fields, field{"Duration:", fmt.Sprintf("%d ms", *d)})
 	}
 	fields = append(fields, field{"Integrity:", integrityStyle(e, integrity)})
+	if b, ok, err := tr.Build(); err != nil {
+		fields = append(fields, field{"Code:", clean("unreadable " + err.Error())})
+	} else if ok {
+		fields = append(fields, field{"Code:", clean(b.String())})
+	}
 	if tr.Failure != nil {
 		fields = append(fields, field{"Failure:", clean(string(failureJSON(tr.Failure)))})
 	}

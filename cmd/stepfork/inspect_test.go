@@ -169,3 +169,35 @@ func TestIsoformat(t *testing.T) {
 		}
 	}
 }
+
+// TestInspectShowsBuild: a run recorded by a Go agent says which code made
+// it, in the human output and in --json; a Python bundle shows nothing new.
+func TestInspectShowsBuild(t *testing.T) {
+	t.Parallel()
+	b := trace.NewBuilder("agent")
+	b.RunStart(nil)
+	b.RunEnd(trace.RunCompleted, nil)
+	tr := b.MustTrace()
+	data, err := trace.MarshalBuild(trace.Build{Module: "example.com/support", Version: "(devel)",
+		Revision: "46b7ad0c4abd65b7e0efec1149cdb0d7ddcb7ecd", Time: time.Date(2026, 3, 14, 9, 30, 0, 0, time.UTC), Modified: true, Go: "go1.26.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.Extras = map[string][]byte{trace.BuildFile: data}
+	path := filepath.Join(t.TempDir(), "built.sftrace")
+	if err := tr.Save(path); err != nil {
+		t.Fatal(err)
+	}
+	r := stepfork(t, "", nil, "inspect", path)
+	if want := "Code:        example.com/support (devel), revision 46b7ad0c4abd of 2026-03-14, modified, go1.26.1\n"; r.code != 0 || !strings.Contains(r.stdout, want) {
+		t.Errorf("exit %d, output\n%s\nwant the line %q", r.code, r.stdout, want)
+	}
+	r = stepfork(t, "", nil, "inspect", path, "--json")
+	want := `"integrity":"verified","build":{"module":"example.com/support","version":"(devel)","revision":"46b7ad0c4abd65b7e0efec1149cdb0d7ddcb7ecd","time":"2026-03-14T09:30:00Z","modified":true,"go":"go1.26.1"},"timeline":`
+	if r.code != 0 || !strings.Contains(r.stdout, want) {
+		t.Errorf("exit %d, JSON\n%s\nwant %s", r.code, r.stdout, want)
+	}
+	if r := stepfork(t, "", nil, "inspect", vectors+"successful_run.sftrace"); strings.Contains(r.stdout, "Code:") {
+		t.Errorf("a Python bundle shows a Code line:\n%s", r.stdout)
+	}
+}

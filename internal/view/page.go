@@ -65,7 +65,10 @@ type runSection struct {
 	Cost      float64
 	DurMS     *int64
 	Failure   string
-	Timeline  *timeline
+	// Code is the build of the code that made the run (build.json), ""
+	// when the bundle does not say.
+	Code     string
+	Timeline *timeline
 	// Static says the timeline is small enough to be in the markup for
 	// readers without JavaScript; a larger one is only summarized there.
 	Static bool
@@ -87,6 +90,9 @@ func newRunSection(tr *trace.Trace, label string) *runSection {
 	}
 	if tr.Failure != nil {
 		rs.Failure = fmt.Sprintf("%s: %s (step %d)", tr.Failure.Type, tr.Failure.Message, tr.Failure.Step)
+	}
+	if b, ok, err := tr.Build(); ok && err == nil {
+		rs.Code = b.String()
 	}
 	tot := trace.TotalsOf(tr.Events)
 	rs.ToolCalls, rs.LLMCalls = tot.ToolCalls, tot.LLMCalls

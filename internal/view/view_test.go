@@ -282,3 +282,22 @@ func fmtInt(n int) string {
 	}
 	return string(b)
 }
+
+// TestRunPageShowsTheCode: a run recorded by a Go agent names the code
+// that made it; one without build.json shows no code fact.
+func TestRunPageShowsTheCode(t *testing.T) {
+	t.Parallel()
+	tr := load(t, "research.sftrace")
+	if strings.Contains(render(t, RunPage(tr)), "<dt>code</dt>") {
+		t.Error("a run without build.json shows a code fact")
+	}
+	data, err := trace.MarshalBuild(trace.Build{Module: "example.com/research", Version: "v1.4.0", Revision: "46b7ad0c4abd65b7e0efec1149cdb0d7ddcb7ecd"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	built := tr.Clone()
+	built.Extras = map[string][]byte{trace.BuildFile: data}
+	if want := `<div><dt>code</dt><dd><code>example.com/research v1.4.0, revision 46b7ad0c4abd</code></dd></div>`; !strings.Contains(render(t, RunPage(built)), want) {
+		t.Errorf("the run page lacks %s", want)
+	}
+}
