@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/stepfork/stepfork/internal/clip"
+	"github.com/stepfork/stepfork/internal/valuepath"
 	"github.com/stepfork/stepfork/replay"
 	"github.com/stepfork/stepfork/trace"
 )
@@ -78,11 +79,12 @@ const (
 	ckDecision
 	ckParam
 	ckHuman
+	ckCode // CodeFields: writes nothing, explains differences
 )
 
 // claimNames are the claim families as conflict messages print them.
 var claimNames = [...]string{ckToolResult: "output:tool", ckLLMResponse: "output:llm", ckPrompt: "prompt", ckModel: "model",
-	ckTemperature: "temperature", ckState: "state", ckDecision: "decision", ckParam: "param", ckHuman: "human_response"}
+	ckTemperature: "temperature", ckState: "state", ckDecision: "decision", ckParam: "param", ckHuman: "human_response", ckCode: "code_fields"}
 
 // claim is one thing a change writes: a kind and what it is keyed by (node
 // or model label, tool name, state key, decision, parameter or approval
@@ -149,6 +151,7 @@ type bound struct {
 	once   bool
 	set    []trace.Member
 	delete []string
+	paths  []valuepath.Path // code fields
 
 	applied int
 	steps   []int // variant steps where it was applied (up to 8)
@@ -345,6 +348,7 @@ var changeKinds = map[string]func(f *wireFields) Change{
 	"decision":       parseDecision,
 	"param":          parseParam,
 	"human_response": parseHumanResponse,
+	"code_fields":    parseCodeFields,
 }
 
 // wireChanges is the wire form of a list of changes: a JSON array of their

@@ -101,6 +101,17 @@ type director struct {
 	prefixErr  error
 	tail       bool
 	readDone   map[string]bool
+
+	// matchFirst serves a tail tool call whose input matches an unconsumed
+	// base call before asking whether the policy allows it live (Heal).
+	matchFirst bool
+	// dry blocks every call that would run live (DryRun); firstLive is the
+	// first call that ran live or, dry, would have (its Step a Seq until
+	// finishSteps), and firstLivePos the position of the base call it
+	// stands for (len(events) for none).
+	dry          bool
+	firstLive    *TailCall
+	firstLivePos int
 }
 
 func (d *director) logf(msg string, attrs ...slog.Attr) {
@@ -241,6 +252,9 @@ func (d *director) finishSteps(res *replay.Result) {
 		}
 		slices.SortStableFunc(hits, func(a, b MemoHit) int { return a.Step - b.Step })
 	}
+	if d.firstLive != nil {
+		d.firstLive.Step = step(d.firstLive.Step)
+	}
 }
 
 // inPrefix reports whether c comes before the fork point: whether the
@@ -348,8 +362,12 @@ func (d *director) tool(c *replay.Call) replay.Action {
 		d.applied(b, c)
 		return replay.Serve(b.value).Instead(cp)
 	}
+	if d.matchFirst && !d.policy.block && c.Match != nil {
+		d.replayed = append(d.replayed, MemoHit{Step: c.Seq, Kind: c.Kind, Name: c.Name, BaseStep: c.Match.Call.Step})
+		return replay.ServeMatch()
+	}
 	if slices.Contains(d.policy.allow, c.Name) {
-		return replay.Execute()
+		return d.live(c, replay.Execute())
 	}
 	if d.policy.block {
 		reason := "the side-effect policy is Block"
@@ -384,20 +402,42 @@ func (d *director) model(c *replay.Call) replay.Action {
 			a = a.WithModel(model)
 		}
 	}
+	return d.live(c, a)
+}
+
+// live notes that the tail runs the dependency call c live (a, an Execute
+// action): the first such call is where the tail started re-recording. In a
+// dry run it blocks the call instead, so that nothing runs live and the
+// variant stops where its tail would start.
+func (d *director) live(c *replay.Call, a replay.Action) replay.Action {
+	if d.firstLive == nil {
+		d.firstLive = &TailCall{Step: c.Seq, Kind: c.Kind, Name: c.Name, BaseStep: -1}
+		d.firstLivePos = len(d.ix.tr.Events)
+		if r := c.Cursor; r != nil {
+			d.firstLive.BaseStep = r.Call.Step
+			if i, ok := d.ix.byID[r.Call.ID]; ok {
+				d.firstLivePos = int(i)
+			}
+		}
+	}
+	if d.dry {
+		return replay.Block(fmt.Sprintf("dry run: %s call '%s' would run live here", c.Kind, c.Name))
+	}
 	return a
 }
 
-// specificity ranks how an agent change's target matches a call: 3 for its
-// node, 2 for its model label, 1 for its model, 0 for All; -1 for no match.
-func specificity(target string, c *replay.Call) int {
+// specificity ranks how an agent change's target matches a call made in
+// node to the model label (provider/model): 3 for its node, 2 for its model
+// label, 1 for its model, 0 for All; -1 for no match.
+func specificity(target, node, label, model string) int {
 	switch target {
-	case c.Node:
-		if c.Node != "" {
+	case node:
+		if node != "" {
 			return 3
 		}
-	case c.Name:
+	case label:
 		return 2
-	case c.Model:
+	case model:
 		return 1
 	case All:
 		return 0
@@ -405,13 +445,15 @@ func specificity(target string, c *replay.Call) int {
 	return -1
 }
 
-// patch applies the most specific matching prompt, model and temperature
-// changes to the request of c. patched is false when nothing matched or the
-// patched request equals the original.
-func (d *director) patch(c *replay.Call) (trace.Value, string, bool) {
+// requestPatch is what the request changes among bs make of a model call's
+// request: the most specific matching prompt, model and temperature change
+// each apply (see specificity). It returns the patched input and model, and
+// the changes that acted (a prompt change whose passage is not in the
+// prompt does not).
+func requestPatch(bs []*bound, node, label, provider, model string, input trace.Value) (trace.Value, string, []*bound) {
 	var pick [3]*bound
 	best := [3]int{-1, -1, -1}
-	for _, b := range d.changes {
+	for _, b := range bs {
 		slot := -1
 		switch b.kind {
 		case ckPrompt:
@@ -424,18 +466,15 @@ func (d *director) patch(c *replay.Call) (trace.Value, string, bool) {
 		if slot < 0 {
 			continue
 		}
-		if s := specificity(b.label, c); s > best[slot] {
+		if s := specificity(b.label, node, label, model); s > best[slot] {
 			best[slot], pick[slot] = s, b
 		}
 	}
-	if pick[0] == nil && pick[1] == nil && pick[2] == nil {
-		return trace.Value{}, "", false
-	}
-	input, model := c.Input, c.Model
+	var acted []*bound
 	if pick[0] != nil {
 		var ok bool
-		if input, ok = patchPrompt(input, c.Provider, pick[0].edit); ok {
-			d.applied(pick[0], c)
+		if input, ok = patchPrompt(input, provider, pick[0].edit); ok {
+			acted = append(acted, pick[0])
 		}
 	}
 	if pick[1] != nil {
@@ -443,13 +482,41 @@ func (d *director) patch(c *replay.Call) (trace.Value, string, bool) {
 		if !input.Get("model").IsAbsent() {
 			input = withMember(input, "model", trace.StringValue(model))
 		}
-		d.applied(pick[1], c)
+		acted = append(acted, pick[1])
 	}
 	if pick[2] != nil {
 		if t, err := trace.FloatValue(pick[2].temp); err == nil {
 			input = patchTemperature(input, t)
 		}
-		d.applied(pick[2], c)
+		acted = append(acted, pick[2])
+	}
+	return input, model, acted
+}
+
+// patch applies the most specific matching prompt, model and temperature
+// changes to the request of c. patched is false when nothing matched or the
+// patched request equals the original.
+//
+// A request that already is what the changes make of the recorded request
+// it stands for (the call at the cursor, of the same model) is left as it
+// is: the agent's code carries the change already (the prompt was edited),
+// and applying it again would apply it twice (an appended sentence
+// appended again). The changes still count as applied.
+func (d *director) patch(c *replay.Call) (trace.Value, string, bool) {
+	if r := c.Cursor; r != nil && r.Kind == replay.KindLLM && r.Label == c.Name {
+		if in, model, acted := requestPatch(d.changes, c.Node, c.Name, c.Provider, c.Model, inputOf(r.Call)); len(acted) > 0 && in == c.Input && model == c.Model && in != inputOf(r.Call) {
+			for _, b := range acted {
+				d.applied(b, c)
+			}
+			return trace.Value{}, "", false
+		}
+	}
+	input, model, acted := requestPatch(d.changes, c.Node, c.Name, c.Provider, c.Model, c.Input)
+	if len(acted) == 0 {
+		return trace.Value{}, "", false
+	}
+	for _, b := range acted {
+		d.applied(b, c)
 	}
 	return input, model, input != c.Input || model != c.Model
 }

@@ -277,9 +277,9 @@ func (w *infoWire) info(prefix string) (Info, error) {
 		return Info{}, fmt.Errorf("%sschema_version %d is not supported (this version of stepfork reads %d)", prefix, w.SchemaVersion, infoSchemaVersion)
 	}
 	switch w.Kind {
-	case KindStatic, KindCounterfactual:
+	case KindStatic, KindCounterfactual, KindHeal:
 	default:
-		return Info{}, fmt.Errorf("%skind %q is not one of %q, %q", prefix, w.Kind, KindStatic, KindCounterfactual)
+		return Info{}, fmt.Errorf("%skind %q is not one of %q, %q, %q", prefix, w.Kind, KindStatic, KindCounterfactual, KindHeal)
 	}
 	for _, f := range []struct{ name, v string }{{"run_id", w.RunID}, {"parent_run_id", w.ParentRunID}, {"fork_point_event_id", w.ForkPointEventID}} {
 		if f.v == "" {

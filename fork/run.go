@@ -64,6 +64,8 @@ type config struct {
 	score        func(run *trace.Trace, output trace.Value) float64
 	runID        string // RunID; "" draws one
 	strict       bool   // StrictContext
+	dry          bool   // DryRun
+	heal         bool   // Heal: tools matched before allowed, fork.json kind heal
 }
 
 // RunID names the variant before it runs: id is its run id, known to a
@@ -243,6 +245,18 @@ type Variant struct {
 	// Changes are the changes as bound to the base run, in the order given,
 	// with how often each was applied.
 	Changes []ChangeReport
+	// FirstLive is the first call of the tail that ran live (with [DryRun],
+	// that would have): where the variant started to differ from a replay
+	// of the recording; nil when no call ran live. Estimate is, for a
+	// variant with [StatusDryRun], what its tail is predicted to cost: the
+	// base run's calls from FirstLive on, as recorded (an upper bound: the
+	// memo serves the requests that turn out unchanged).
+	FirstLive *TailCall
+	Estimate  *VariantEstimate
+	// Class says how the variant compares with its base, its changes taken
+	// as intended ([ClassUnchanged], [ClassIntended], [ClassChanged],
+	// [ClassRepaired]); Diff is marked with what explains each difference.
+	Class Class
 	// Info is the variant's provenance (also saved as fork.json).
 	Info *Info
 	// IncurredCost and IncurredTokens are what the tail's live model calls
@@ -264,6 +278,9 @@ type Variant struct {
 	Scored           bool
 	// Path is where the variant was saved ("" when it was not).
 	Path string
+
+	ix    *index   // the base's index, for BehaviorChange
+	bound []*bound // the changes as bound, for BehaviorChange
 }
 
 // RunTrace returns the variant's trace, so a Variant stands wherever a run
@@ -366,7 +383,7 @@ func (p *forkPlan) fresh() []*bound {
 func (p *forkPlan) run(ctx context.Context, agent replay.Agent, cfg *config, savePath string) (v *Variant, err error) {
 	base := p.base
 	d := &director{ctx: ctx, ix: p.ix, at: p.at, policy: cfg.policy, memoize: cfg.memoize, log: cfg.log, reviewer: cfg.reviewer,
-		changes: p.fresh(), readDone: map[string]bool{}}
+		changes: p.fresh(), readDone: map[string]bool{}, matchFirst: cfg.heal, dry: cfg.dry}
 	d.logf("fork started", slog.String("base_run_id", base.RunID), slog.Int("step", p.at.Step),
 		slog.String("at", p.at.Description), slog.String("node", p.at.Node), slog.Int("changes", len(p.changes)),
 		slog.String("group_id", cfg.groupID))
@@ -412,12 +429,16 @@ func (p *forkPlan) run(ctx context.Context, agent replay.Agent, cfg *config, sav
 
 	d.finishSteps(res)
 	v = &Variant{Trace: res.Trace, Base: base, At: p.at, Output: res.Output, Err: res.Err,
-		Suppressed: d.suppressed, MemoHits: d.memoHits, Replayed: d.replayed, Policy: cfg.policy, Memoized: cfg.memoize}
+		Suppressed: d.suppressed, MemoHits: d.memoHits, Replayed: d.replayed, Policy: cfg.policy, Memoized: cfg.memoize,
+		FirstLive: d.firstLive}
 	for _, b := range d.changes {
 		v.Changes = append(v.Changes, ChangeReport{Change: b.change, Description: b.desc, Applied: b.applied, Steps: b.steps})
 	}
 	v.account(res)
 	switch {
+	case cfg.dry && d.firstLive != nil:
+		v.Status = StatusDryRun
+		v.Estimate = p.ix.estimateFrom(d.firstLivePos)
 	case ctx.Err() != nil && (res.Err != nil || res.Trace.Status == trace.RunFailed):
 		v.Status = StatusCanceled
 	case len(d.suppressed) > 0:
@@ -430,6 +451,12 @@ func (p *forkPlan) run(ctx context.Context, agent replay.Agent, cfg *config, sav
 	if cfg.score != nil {
 		v.Score, v.BaseScore, v.Scored = cfg.score(v.Trace, runOutput(v.Trace)), cfg.score(base, runOutput(base)), true
 	}
+	v.Diff = p.ix.diffVariant(v.Trace)
+	p.classify(v, d.changes)
+	for i, b := range d.changes {
+		// Code fields count where they explained a difference.
+		v.Changes[i].Applied, v.Changes[i].Steps = b.applied, b.steps
+	}
 	v.Info = p.info(v, cfg)
 	data, merr := v.Info.marshal()
 	if merr != nil {
@@ -439,13 +466,12 @@ func (p *forkPlan) run(ctx context.Context, agent replay.Agent, cfg *config, sav
 		v.Trace.Extras = map[string][]byte{}
 	}
 	v.Trace.Extras[infoFile] = data
-	v.Diff = p.ix.diffVariant(v.Trace)
 
 	var errs []error
 	if ce := (*replay.ContextError)(nil); errors.As(replayErr, &ce) {
 		errs = append(errs, fmt.Errorf("fork: the variant's trace misses a call: %w", ce))
 	}
-	if cfg.save {
+	if cfg.save && !cfg.dry {
 		if serr := v.Trace.Save(savePath, cfg.saveOpts...); serr != nil {
 			errs = append(errs, fmt.Errorf("fork: the variant was not saved: %w", serr))
 		} else {
@@ -504,8 +530,12 @@ func (p *forkPlan) info(v *Variant, cfg *config) *Info {
 		changes[i] = c.Change
 		uses[i] = ChangeUse{Description: c.Description, Count: c.Applied, Steps: slices.Clone(c.Steps)}
 	}
+	kind := KindCounterfactual
+	if cfg.heal {
+		kind = KindHeal
+	}
 	info := &Info{
-		Kind:             KindCounterfactual,
+		Kind:             kind,
 		RunID:            v.Trace.RunID,
 		ParentRunID:      base.RunID,
 		ParentTracePath:  base.Path,
@@ -536,7 +566,7 @@ func Reproduce(ctx context.Context, variant, base *trace.Trace, agent replay.Age
 	if err != nil {
 		return nil, fmt.Errorf("fork.Reproduce: %w", err)
 	}
-	if info.Kind != KindCounterfactual {
+	if info.Kind != KindCounterfactual && info.Kind != KindHeal {
 		return nil, fmt.Errorf("fork.Reproduce: %s is a %s fork, not a counterfactual one", variant.RunID, info.Kind)
 	}
 	if info.ParentRunID != base.RunID {
@@ -561,6 +591,9 @@ func Reproduce(ctx context.Context, variant, base *trace.Trace, agent replay.Age
 		all = append(all, c)
 	}
 	all = append(all, opts...)
+	if info.Kind == KindHeal {
+		return Heal(ctx, base, agent, all...)
+	}
 	kept := info.ForkPointEventID
 	at := atFunc{fmt.Sprintf("after event %q", kept), func(ix *index) (Resolved, error) {
 		i, ok := ix.byID[kept]

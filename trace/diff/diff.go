@@ -45,6 +45,13 @@ type Step struct {
 	// modify it.
 	Fields  []string
 	Changes []Change // in path order; empty unless Kind is changed
+	// MatchedBy names the user matcher through which the variant's call
+	// matches the base's although their inputs differ; Intended names the
+	// intended change that explains the difference (a changed prompt, a
+	// substituted result). Either says that the step, though not unchanged,
+	// is not a change of behavior. [Result.Mark] sets them; a diff made by
+	// [Runs] alone has neither.
+	MatchedBy, Intended string
 }
 
 // Divergence is where two runs first part: the first step that is not
@@ -174,6 +181,9 @@ type Result struct {
 	State                              []StateDelta // sorted by key
 	TokensDelta                        int64        // Variant.Tokens - Base.Tokens
 	CostDelta                          float64      // Variant.CostUSD - Base.CostUSD
+	// Matched and Intended count the differing steps [Result.Mark] found
+	// matched through a user matcher and explained by an intended change.
+	Matched, Intended int
 }
 
 // Equivalent reports whether the two runs behaved the same: no step was
@@ -181,6 +191,53 @@ type Result struct {
 // are not behavior.)
 func (d *Result) Equivalent() bool {
 	return d.Added == 0 && d.Removed == 0 && d.Changed == 0
+}
+
+// Mark asks explain about every step that is not unchanged, in order, and
+// records its answer: the user matcher through which the step's call
+// matches (matchedBy) or the intended change that explains the difference
+// (intended), or neither when the step is a change of behavior. Marking
+// again replaces earlier marks. The counts and the divergence stay what the
+// alignment found: [Result.Equivalent] is still false for a run whose only
+// differences are matched or intended; [Result.BehaviorChange] and
+// [Result.OnlyIntended] read the marks.
+func (d *Result) Mark(explain func(s *Step) (matchedBy, intended string)) {
+	d.Matched, d.Intended = 0, 0
+	for i := range d.Steps {
+		s := &d.Steps[i]
+		s.MatchedBy, s.Intended = "", ""
+		if s.Kind == Unchanged || explain == nil {
+			continue
+		}
+		s.MatchedBy, s.Intended = explain(s)
+		switch {
+		case s.Intended != "":
+			s.MatchedBy = ""
+			d.Intended++
+		case s.MatchedBy != "":
+			d.Matched++
+		}
+	}
+}
+
+// BehaviorChange returns the first step that differs and that [Result.Mark]
+// did not find matched or intended: where the variant first behaved
+// otherwise than the base. It is nil when the runs behave alike (every
+// difference, if any, is matched or intended).
+func (d *Result) BehaviorChange() *Step {
+	for i := range d.Steps {
+		if s := &d.Steps[i]; s.Kind != Unchanged && s.MatchedBy == "" && s.Intended == "" {
+			return s
+		}
+	}
+	return nil
+}
+
+// OnlyIntended reports whether the runs differ and every difference is
+// matched or intended, at least one intended: the variant changed only where
+// an intended change applies.
+func (d *Result) OnlyIntended() bool {
+	return d.Intended > 0 && d.BehaviorChange() == nil
 }
 
 // Option configures [Runs] and [Prepare].

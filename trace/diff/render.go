@@ -35,7 +35,9 @@ import (
 //	 "tokens_delta":…,"cost_usd_delta":…,"added":…,"removed":…,"changed":…,"unchanged":…}
 //
 // where STEP is {"index":…,"event_id":…,"step":…,"result_id":…,"result_step":…}
-// or null (result_step is step for a step of one event).
+// or null (result_step is step for a step of one event), and a step that
+// [Result.Mark] found matched or intended has "matched_by" or "intended"
+// (its reason) after "fields".
 // Values are JSON as in events.jsonl (sorted keys, raw UTF-8, floats
 // printed as Python's Pydantic prints them). Strings are not HTML-escaped;
 // note that json.Marshal would escape <, > and & in them (MarshalJSON's
@@ -159,7 +161,16 @@ func appendStepDiff(b []byte, s *Step, native bool) []byte {
 		}
 		b = fileform.AppendQuoted(b, f)
 	}
-	b = append(b, `],"changes":[`...)
+	b = append(b, `]`...)
+	if native && s.MatchedBy != "" {
+		b = append(b, `,"matched_by":`...)
+		b = fileform.AppendQuoted(b, s.MatchedBy)
+	}
+	if native && s.Intended != "" {
+		b = append(b, `,"intended":`...)
+		b = fileform.AppendQuoted(b, s.Intended)
+	}
+	b = append(b, `,"changes":[`...)
 	for i := range s.Changes {
 		c := &s.Changes[i]
 		if i > 0 {
@@ -437,9 +448,17 @@ func (d *Result) Explain() string {
 	if d.Positional {
 		mode = "positional"
 	}
-	if d.Equivalent() {
+	switch {
+	case d.Equivalent():
 		fmt.Fprintf(&b, "behavior equivalent: %d steps unchanged (%s)\n", len(d.Steps), mode)
-	} else {
+	case d.BehaviorChange() == nil:
+		what := "changed only where intended"
+		if d.Intended == 0 {
+			what = "equivalent through user matchers"
+		}
+		fmt.Fprintf(&b, "behavior %s: %d intended, %d matched, %d unchanged (%d steps, %s)\n",
+			what, d.Intended, d.Matched, d.Unchanged, len(d.Steps), mode)
+	default:
 		fmt.Fprintf(&b, "behavior changed: %d changed, %d added, %d removed, %d unchanged (%d steps, %s)\n",
 			d.Changed, d.Added, d.Removed, d.Unchanged, len(d.Steps), mode)
 	}
@@ -559,7 +578,14 @@ func writeExplainStep(b *strings.Builder, s *Step) {
 	if s.Variant != nil {
 		refs = append(refs, sideRef("variant", s.Variant))
 	}
-	fmt.Fprintf(b, "  %s %-8s%s %s (%s)\n", mark, "#"+strconv.Itoa(s.Index), s.Type, clip.Inert(s.Label), strings.Join(refs, ", "))
+	why := ""
+	switch {
+	case s.Intended != "":
+		why = " — intended: " + clip.Inert(s.Intended)
+	case s.MatchedBy != "":
+		why = " — matched by " + clip.Inert(s.MatchedBy)
+	}
+	fmt.Fprintf(b, "  %s %-8s%s %s (%s)%s\n", mark, "#"+strconv.Itoa(s.Index), s.Type, clip.Inert(s.Label), strings.Join(refs, ", "), why)
 	for i := range s.Changes {
 		if i == explainChanges {
 			fmt.Fprintf(b, "              … and %d more changes\n", len(s.Changes)-i)
