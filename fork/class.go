@@ -127,36 +127,40 @@ func (p *forkPlan) classify(v *Variant, changes []*bound) {
 }
 
 // BehaviorChange returns where the variant first behaved otherwise than its
-// base ([diff.Result.BehaviorChange] of its Diff) and, within that step,
-// the first field change that its intended changes do not account for: for
-// a model call whose request a prompt change patched and whose answer then
-// changed, the answer. Both are nil when the variant's class is not
-// [ClassChanged] (or [ClassRepaired] with a change of behavior).
-func (v *Variant) BehaviorChange() (*diff.Step, *diff.Change) {
+// base ([diff.Result.BehaviorChange] of its Diff), with the step's field
+// changes that its intended changes do not account for first: for a model
+// call whose request a prompt change patched and whose answer then changed,
+// the answer. It is nil when the variant behaved as its base did, but for
+// where its changes apply.
+func (v *Variant) BehaviorChange() *diff.Divergence {
 	if v.Diff == nil {
-		return nil, nil
+		return nil
 	}
-	sd := v.Diff.BehaviorChange()
-	if sd == nil || len(sd.Changes) == 0 {
-		return sd, nil
+	dv := v.Diff.BehaviorChange()
+	if dv == nil || len(dv.Changes) == 0 || v.ix == nil || dv.Kind != diff.Changed ||
+		dv.Base.Type != dv.Variant.Type || dv.Base.Label != dv.Variant.Label || (dv.Base.Type != trace.StepLLM && dv.Base.Type != trace.StepTool) {
+		return dv
 	}
-	first := &sd.Changes[0]
-	if v.ix == nil || sd.Kind != diff.Changed || sd.Base.Type != sd.Variant.Type || (sd.Base.Type != trace.StepLLM && sd.Base.Type != trace.StepTool) {
-		return sd, first
+	cs, ok := v.ix.site(dv.Base.EventID)
+	if !ok {
+		return dv
 	}
-	cs, ok := v.ix.site(sd.Base.EventID)
-	if !ok || sd.Base.Label != sd.Variant.Label {
-		return sd, first
+	if _, ok := explainInput(cs, v.bound, dv.Base.Payload.Get("input"), dv.Variant.Payload.Get("input"), dv.Variant.Label); !ok {
+		return dv
 	}
-	if _, ok := explainInput(cs, v.bound, sd.Base.Payload.Get("input"), sd.Variant.Payload.Get("input"), sd.Variant.Label); !ok {
-		return sd, first
-	}
-	for i := range sd.Changes {
-		if topField(sd.Changes[i].Path) != "input" {
-			return sd, &sd.Changes[i]
+	out := *dv
+	out.Changes = make([]diff.Change, 0, len(dv.Changes))
+	for _, c := range dv.Changes {
+		if topField(c.Path) != "input" {
+			out.Changes = append(out.Changes, c)
 		}
 	}
-	return sd, first
+	for _, c := range dv.Changes {
+		if topField(c.Path) == "input" {
+			out.Changes = append(out.Changes, c)
+		}
+	}
+	return &out
 }
 
 // classOf is the class of variant against base, whose diff d is marked.

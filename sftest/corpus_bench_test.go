@@ -73,8 +73,8 @@ func BenchmarkCorpus(b *testing.B) {
 			b.ResetTimer()
 			for b.Loop() {
 				for _, bu := range bundles {
-					if o, _, _, _, _ := runBundle(b, bu, benchAgent, nil); o != "replayed" {
-						b.Fatalf("%s: %s", bu.name, o)
+					if r := runBundle(b, bu, benchAgent, &corpusConfig{}, nil); r.outcome != "replayed" {
+						b.Fatalf("%s: %s", bu.name, r.outcome)
 					}
 				}
 			}

@@ -417,10 +417,16 @@ func (r *renderer) writeOutput(d *diff.Result) {
 // redacted and normalized before the description cuts them, so that the cut
 // falls at the same place whatever the ids it holds.
 func (r *renderer) divergence(d *diff.Result) string {
-	if d.Divergence == nil {
+	return r.divergenceLine(d.Divergence)
+}
+
+// divergenceLine is divergence for any divergence of a diff (the first
+// change of behavior, say).
+func (r *renderer) divergenceLine(first *diff.Divergence) string {
+	if first == nil {
 		return "nowhere: the runs are equivalent"
 	}
-	return r.line(outcome.Divergence(d, &outcome.Norm{Value: r.normalValue, CallSteps: true}))
+	return r.line(outcome.Line(first, &outcome.Norm{Value: r.normalValue, CallSteps: true}))
 }
 
 // normalValue is v redacted and normalized (absentOr), as a value.

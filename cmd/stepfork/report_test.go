@@ -70,9 +70,7 @@ func TestReport(t *testing.T) {
 		t.Errorf("the merged shards report differs from the unsharded one:\n--- unsharded\n%s--- merged\n%s", w.stdout, s.stdout)
 	}
 	for _, want := range []string{
-		"corpus TestCorpus: 20 bundle(s), 19 passed, 1 failed\n",
-		"  replayed       19\n",
-		"  diverged       1\n",
+		"corpus TestCorpus: 20 bundle(s), 19 passed, 1 failed: 19 replayed, 1 diverged\n",
 		"  FAIL run-07: diverged — call #2: tool 'lookup' input differs (token [REDACTED])\n",
 	} {
 		if !strings.Contains(s.stdout, want) {
@@ -94,7 +92,7 @@ func TestReport(t *testing.T) {
 	if h.code != exitDifferent || err != nil {
 		t.Fatalf("--html: exit %d, %v\n%s", h.code, err, h.stderr)
 	}
-	for _, want := range []string{"<h2>TestCorpus — 20 bundle(s), 19 passed, 1 failed (4 shards)</h2>", "<td>run-07</td><td class=\"FAIL\">FAIL</td><td>diverged</td>", "stale.sftrace"} {
+	for _, want := range []string{"<h2>TestCorpus — 20 bundle(s), 19 passed, 1 failed: 19 replayed, 1 diverged (4 shards)</h2>", "<td>run-07</td><td class=\"FAIL\">FAIL</td><td>diverged</td>", "stale.sftrace"} {
 		if !strings.Contains(string(html), want) {
 			t.Errorf("the page lacks %q", want)
 		}

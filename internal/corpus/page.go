@@ -27,10 +27,10 @@ td.div{font-family:ui-monospace,Menlo,monospace;font-size:12px;word-break:break-
 <h1>stepfork corpus report</h1>
 {{if .Problem}}<p class="problem">{{.Problem}}</p>{{end}}
 {{range .Corpora}}<section>
-<h2>{{.Name}} — {{.Count}} bundle(s), {{.Passed}} passed, {{.Failed}} failed{{if gt .Shards 1}} ({{.Shards}} shards){{end}}</h2>
-<p class="counts">{{range .Outcomes}}<span>{{.Name}}: {{.N}}</span>{{end}}{{if .Cost}}<span>incurred {{usd .Cost}}</span>{{end}}</p>
-<table><thead><tr><th>bundle</th><th>result</th><th>outcome</th><th>base → variant</th><th>incurred</th><th>first divergence</th></tr></thead><tbody>
-{{range .Entries}}<tr><td>{{.Name}}</td><td class="{{.Mark}}">{{.Mark}}</td><td>{{.Outcome}}</td><td>{{.BaseStatus}}{{if .Status}} → {{.Status}}{{end}}</td><td>{{if .Cost}}{{usd .Cost}}{{end}}</td><td class="div">{{.Divergence}}</td></tr>
+<h2>{{.Name}} — {{.Count}} bundle(s), {{.Passed}} passed, {{.Failed}} failed{{if .Summary}}: {{.Summary}}{{end}}{{if gt .Shards 1}} ({{.Shards}} shards){{end}}</h2>
+<p class="counts">{{range .Outcomes}}<span>{{.Name}}: {{.N}}</span>{{end}}{{if .Cost}}<span>incurred {{usd .Cost}}</span>{{end}}{{if .Revisions}}<span>recorded by {{.Revisions}}</span>{{end}}</p>
+<table><thead><tr><th>bundle</th><th>result</th><th>outcome</th><th>base → variant</th><th>incurred</th><th>first divergence</th><th>code</th></tr></thead><tbody>
+{{range .Entries}}<tr><td>{{.Name}}</td><td class="{{.Mark}}">{{.Mark}}</td><td>{{.Outcome}}{{if .Healed}}, healed{{end}}</td><td>{{.BaseStatus}}{{if .Status}} → {{.Status}}{{end}}</td><td>{{if .Cost}}{{usd .Cost}}{{end}}{{if .LiveCalls}} ({{.LiveCalls}} live call(s), {{.Tokens}} tokens){{end}}</td><td class="div">{{.Divergence}}{{if .Tail}}<br>{{.Tail}}{{end}}</td><td>{{if .Revision}}<code>{{.Code}}</code>{{end}}</td></tr>
 {{end}}</tbody></table></section>
 {{end}}{{if .Unused}}<section><h2>{{len .Unused}} bundle(s) no test used</h2><ul>{{range .Unused}}<li>{{.}}</li>{{end}}</ul></section>{{end}}
 </body></html>
@@ -41,6 +41,7 @@ type pageCorpus struct {
 	Count, Passed, Failed int
 	Shards                int
 	Cost                  float64
+	Summary, Revisions    string // Counts and Revisions of the entries
 	Outcomes              []struct {
 		Name Outcome
 		N    int
@@ -51,6 +52,7 @@ type pageCorpus struct {
 type pageEntry struct {
 	Record
 	Mark string
+	Code string // the revision, cut to 12 digits
 }
 
 // HTML writes the report as one self-contained page: per corpus the counts
@@ -67,7 +69,7 @@ func (r *Report) HTML(w io.Writer, problem string, unused []string, clean func(s
 		data.Unused = append(data.Unused, clean(u))
 	}
 	for _, c := range r.Corpora {
-		pc := pageCorpus{Name: clean(c.Name), Count: len(c.Entries), Shards: c.Total}
+		pc := pageCorpus{Name: clean(c.Name), Count: len(c.Entries), Shards: c.Total, Summary: Counts(c.Entries), Revisions: Revisions(c.Entries)}
 		counts := map[Outcome]int{}
 		for _, e := range c.Entries {
 			counts[e.Outcome]++
@@ -77,8 +79,13 @@ func (r *Report) HTML(w io.Writer, problem string, unused []string, clean func(s
 				pc.Passed++
 				mark = "ok"
 			}
-			e.Name, e.Divergence, e.Path, e.Corpus = clean(e.Name), clean(e.Divergence), "", ""
-			pc.Entries = append(pc.Entries, pageEntry{Record: e, Mark: mark})
+			e.Name, e.Divergence, e.Tail, e.Path, e.Corpus = clean(e.Name), clean(e.Divergence), clean(e.Tail), "", ""
+			e.Module, e.Version = clean(e.Module), clean(e.Version)
+			code := e.Revision
+			if len(code) > 12 {
+				code = code[:12]
+			}
+			pc.Entries = append(pc.Entries, pageEntry{Record: e, Mark: mark, Code: code})
 		}
 		pc.Failed = pc.Count - pc.Passed
 		for _, o := range outcomeOrder {

@@ -39,17 +39,19 @@ const (
 	Diverged      Outcome = "diverged"      // the agent no longer reproduces the run
 	Repaired      Outcome = "repaired"      // the run failed; the variant completed
 	StillFailing  Outcome = "still failing" // the run failed; so did the variant
-	Changed       Outcome = "changed"       // the run completed; the variant behaved otherwise
+	Changed       Outcome = "changed"       // the behavior changed (the first change is the divergence)
+	Intended      Outcome = "intended"      // changed only where the intended changes apply
 	Unchanged     Outcome = "unchanged"     // the variant is equivalent to the run
 	Checked       Outcome = "checked"       // the check ran and returned no variant
 	Recorded      Outcome = "recorded"      // re-recorded with -stepfork.record
 	Unloadable    Outcome = "unloadable"    // the bundle did not load
 	FailedOutcome Outcome = "check failed"  // the check failed the subtest on its own
 	NotRun        Outcome = "not run"       // the subtest stopped before an outcome
+	Estimated     Outcome = "estimated"     // a dry run of a heal: nothing ran live
 )
 
 // outcomeOrder is the order in which reports list the outcomes.
-var outcomeOrder = []Outcome{Replayed, Unchanged, Checked, Recorded, Repaired, Changed, StillFailing, Diverged, FailedOutcome, Unloadable, NotRun}
+var outcomeOrder = []Outcome{Replayed, Unchanged, Intended, Checked, Recorded, Estimated, Repaired, Changed, StillFailing, Diverged, FailedOutcome, Unloadable, NotRun}
 
 // Record is one line of a results file.
 type Record struct {
@@ -72,6 +74,20 @@ type Record struct {
 	BaseStatus string  `json:"base_status,omitempty"`
 	Status     string  `json:"status,omitempty"`
 	Cost       float64 `json:"incurred_cost_usd,omitempty"`
+	// Healed says the bundle was replaced by its healed run; Tail is where
+	// the tail started (or, estimated, would start) and what it spent or
+	// would spend; LiveCalls and Tokens count the live calls of the run.
+	Healed    bool   `json:"healed,omitempty"`
+	Tail      string `json:"tail,omitempty"`
+	LiveCalls int    `json:"live_calls,omitempty"`
+	Tokens    int64  `json:"tokens,omitempty"`
+	// The code that made the bundle (its build.json, after a heal or a new
+	// recording the new one): module, version, VCS revision and its commit
+	// time (RFC 3339).
+	Module       string `json:"module,omitempty"`
+	Version      string `json:"version,omitempty"`
+	Revision     string `json:"revision,omitempty"`
+	RevisionTime string `json:"revision_time,omitempty"`
 
 	// Path is the bundle's path (entry, used).
 	Path string `json:"path,omitempty"`
@@ -241,37 +257,40 @@ func (r *Report) Failed() bool {
 	return false
 }
 
-// Text is the summary stepfork report prints: per corpus, the counts by
-// outcome, then one line per bundle that did not pass or whose outcome is
-// worth reading (diverged, repaired, changed, still failing), sorted by name.
-// It depends only on the merged records, so the merge of the shards of a run
-// prints exactly what the unsharded run does.
+// Text is the summary stepfork report prints: per corpus one line with the
+// counts by outcome ("corpus TestTriage: 50 bundle(s), 48 passed, 2 failed:
+// 48 intended, 2 changed"), what the runs incurred, the revisions of the
+// code that recorded the bundles, then one line per bundle that did not
+// pass, was healed, or whose outcome is worth reading (diverged, repaired,
+// changed, still failing), sorted by name. It depends only on the merged
+// records, so the merge of the shards of a run prints exactly what the
+// unsharded run does.
 func (r *Report) Text() string {
 	var b strings.Builder
 	for i, c := range r.Corpora {
 		if i > 0 {
 			b.WriteString("\n")
 		}
-		counts := map[Outcome]int{}
 		passed, cost := 0, 0.0
 		for _, e := range c.Entries {
-			counts[e.Outcome]++
 			cost = usd.Sum(cost, e.Cost)
 			if e.Passed {
 				passed++
 			}
 		}
-		fmt.Fprintf(&b, "corpus %s: %d bundle(s), %d passed, %d failed\n", c.Name, len(c.Entries), passed, len(c.Entries)-passed)
-		for _, o := range outcomeOrder {
-			if n := counts[o]; n > 0 {
-				fmt.Fprintf(&b, "  %-14s %d\n", o, n)
-			}
+		fmt.Fprintf(&b, "corpus %s: %d bundle(s), %d passed, %d failed", c.Name, len(c.Entries), passed, len(c.Entries)-passed)
+		if counts := Counts(c.Entries); counts != "" {
+			b.WriteString(": " + counts)
 		}
+		b.WriteString("\n")
 		if cost > 0 {
 			fmt.Fprintf(&b, "  incurred       %s\n", usd.Format(cost))
 		}
+		if code := Revisions(c.Entries); code != "" {
+			fmt.Fprintf(&b, "  recorded by    %s\n", code)
+		}
 		for _, e := range c.Entries {
-			if e.Passed && e.Outcome != Diverged && e.Outcome != Repaired && e.Outcome != Changed && e.Outcome != StillFailing {
+			if e.Passed && !e.Healed && e.Outcome != Diverged && e.Outcome != Repaired && e.Outcome != Changed && e.Outcome != StillFailing {
 				continue
 			}
 			mark := "ok  "
@@ -279,13 +298,96 @@ func (r *Report) Text() string {
 				mark = "FAIL"
 			}
 			line := fmt.Sprintf("  %s %s: %s", mark, e.Name, e.Outcome)
+			if e.Healed {
+				line += ", healed"
+			}
 			if e.Divergence != "" {
 				line += " — " + e.Divergence
+			}
+			if e.Tail != "" {
+				line += " (" + e.Tail + ")"
 			}
 			b.WriteString(line + "\n")
 		}
 	}
 	return b.String()
+}
+
+// Counts is the number of entries of each outcome, in the order reports
+// list them: "48 intended, 2 changed" ("" for no entries), with the healed
+// ones counted at the end ("…, 2 healed").
+func Counts(entries []Record) string {
+	counts := map[Outcome]int{}
+	healed := 0
+	for _, e := range entries {
+		counts[e.Outcome]++
+		if e.Healed {
+			healed++
+		}
+	}
+	var parts []string
+	for _, o := range outcomeOrder {
+		if n := counts[o]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, o))
+		}
+	}
+	var other []Outcome // outcomes a newer writer knows, by name
+	for o := range counts {
+		if !slices.Contains(outcomeOrder, o) {
+			other = append(other, o)
+		}
+	}
+	slices.Sort(other)
+	for _, o := range other {
+		parts = append(parts, fmt.Sprintf("%d %s", counts[o], o))
+	}
+	if healed > 0 {
+		parts = append(parts, fmt.Sprintf("%d healed", healed))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Revisions says which code recorded the entries' bundles: each revision
+// (12 digits) with how many bundles it recorded, most first, then the
+// bundles whose code is unknown: "46b7ad0c4abd (48), 1a2b3c4d5e6f (2),
+// unknown (3)". It is "" when no entry knows its code.
+func Revisions(entries []Record) string {
+	counts := map[string]int{}
+	known := false
+	for _, e := range entries {
+		rev := "unknown"
+		if e.Revision != "" {
+			rev, known = e.Revision, true
+			if len(rev) > 12 {
+				rev = rev[:12]
+			}
+		}
+		counts[rev]++
+	}
+	if !known {
+		return ""
+	}
+	revs := make([]string, 0, len(counts))
+	for r := range counts {
+		revs = append(revs, r)
+	}
+	slices.SortFunc(revs, func(a, b string) int {
+		if (a == "unknown") != (b == "unknown") {
+			if a == "unknown" {
+				return 1
+			}
+			return -1
+		}
+		if counts[a] != counts[b] {
+			return counts[b] - counts[a]
+		}
+		return strings.Compare(a, b)
+	})
+	parts := make([]string, len(revs))
+	for i, r := range revs {
+		parts[i] = fmt.Sprintf("%s (%d)", r, counts[r])
+	}
+	return strings.Join(parts, ", ")
 }
 
 // Unused lists the bundles under dir (directories named *.sftrace and packed

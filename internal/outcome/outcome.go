@@ -83,8 +83,12 @@ func Of(d *diff.Result, norm *Norm) Summary {
 
 // Divergence is d's first divergence in one line (diff.Divergence.String),
 // as norm says (nil: as it is); "" when the runs are equivalent.
-func Divergence(d *diff.Result, norm *Norm) string {
-	dv := d.Divergence
+func Divergence(d *diff.Result, norm *Norm) string { return Line(d.Divergence, norm) }
+
+// Line is one divergence of a diff (its first, or its first change of
+// behaviour, diff.Result.BehaviorChange) in one line, as norm says (nil: as
+// it is); "" for none.
+func Line(dv *diff.Divergence, norm *Norm) string {
 	if dv == nil {
 		return ""
 	}

@@ -220,22 +220,34 @@ func (d *Result) Mark(explain func(s *Step) (matchedBy, intended string)) {
 	}
 }
 
-// BehaviorChange returns the first step that differs and that [Result.Mark]
-// did not find matched or intended: where the variant first behaved
-// otherwise than the base. It is nil when the runs behave alike (every
-// difference, if any, is matched or intended).
-func (d *Result) BehaviorChange() *Step {
+// BehaviorChange returns where the variant first behaved otherwise than the
+// base: the first step that differs and that [Result.Mark] did not find
+// matched or intended, as a [Divergence]. It is nil when the runs behave
+// alike (every difference, if any, is matched or intended); without marks it
+// is [Result.Divergence].
+func (d *Result) BehaviorChange() *Divergence {
+	if d.Matched == 0 && d.Intended == 0 {
+		return d.Divergence
+	}
+	bi, vi := 0, 0
 	for i := range d.Steps {
-		if s := &d.Steps[i]; s.Kind != Unchanged && s.MatchedBy == "" && s.Intended == "" {
-			return s
+		s := &d.Steps[i]
+		if s.Kind != Unchanged && s.MatchedBy == "" && s.Intended == "" {
+			return &Divergence{Index: i, Kind: s.Kind, Base: s.Base, Variant: s.Variant, BaseIndex: bi, VariantIndex: vi, Changes: s.Changes}
+		}
+		if s.Base != nil {
+			bi = s.Base.Index + 1
+		}
+		if s.Variant != nil {
+			vi = s.Variant.Index + 1
 		}
 	}
 	return nil
 }
 
 // OnlyIntended reports whether the runs differ and every difference is
-// matched or intended, at least one intended: the variant changed only where
-// an intended change applies.
+// matched or intended, at least one intended: the variant changed only
+// where an intended change applies.
 func (d *Result) OnlyIntended() bool {
 	return d.Intended > 0 && d.BehaviorChange() == nil
 }
