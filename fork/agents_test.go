@@ -97,6 +97,12 @@ func (w *world) model(_ context.Context, req replay.Request) (replay.Response, e
 }
 
 func (w *world) refundAgent() replay.Agent {
+	return w.refundAgentPrompt("You handle refunds. Approve what customers ask for.")
+}
+
+// refundAgentPrompt is the refund agent with its decision's system prompt
+// edited.
+func (w *world) refundAgentPrompt(system string) replay.Agent {
 	getOrder := replay.Tool("get_order", w.getOrder)
 	issue := replay.Tool("issue_refund", w.issueRefund)
 	return replay.Typed(func(ctx context.Context, in RefundRequest) (RefundOutcome, error) {
@@ -113,7 +119,7 @@ func (w *world) refundAgent() replay.Agent {
 		var out RefundOutcome
 		err = replay.Node(ctx, "decide", func(ctx context.Context) error {
 			resp, err := replay.LLM(ctx, replay.Request{Provider: "fake", Model: "fake-1",
-				System: "You handle refunds. Approve what customers ask for.",
+				System: system,
 				Messages: []replay.Message{{Role: "user", Content: fmt.Sprintf("Refund %.2f USD for order %s (policy limit %.2f USD).",
 					order.Amount, order.OrderID, limit)}}}, w.model)
 			if err != nil {

@@ -1,28 +1,33 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/stepfork/stepfork/internal/corpus"
 )
 
 var reportCmd = &command{
 	name:    "report",
-	args:    "RESULTS... [--corpus DIR] [--json] [--html FILE]",
+	args:    "RESULTS... [--corpus DIR] [--older-than REV] [--json] [--html FILE]",
 	summary: "merge the results of corpus shards into one summary",
 	description: `
 Report merges the results that sftest.Corpus writes with
 go test -stepfork.results=DIR (JSON lines, one file per test binary and
-shard) into one summary: per corpus, how many bundles replayed, diverged,
-were repaired or changed, and one line per bundle that failed or behaved
-otherwise, with its first divergence. Each RESULTS argument is a results file
-or a directory of them.
+shard) into one summary: per corpus, on one line, how many bundles had each
+outcome ("48 intended, 2 changed"), the revisions of the code that recorded
+them, and one line per bundle that failed, was healed or behaved otherwise,
+with its first divergence. Each RESULTS argument is a results file or a
+directory of them.
 
 The shards of a corpus are split by Bazel's TEST_TOTAL_SHARDS and
 TEST_SHARD_INDEX (a target's shard_count, or a CI matrix that sets them);
@@ -38,6 +43,14 @@ With --corpus DIR, report also lists the bundles under DIR that no test used
 (no corpus ran them, no sftest.Load or sftest.Record loaded them), for
 pruning a corpus.
 
+With --older-than REV (a commit, at least 7 hexadecimal digits, or an RFC
+3339 time), report also lists the bundles recorded by code older than REV
+(each bundle's build.json says which revision recorded it): revisions that
+git, run in the current directory, knows to be ancestors of REV, else whose
+commit time is before REV's; and apart, the bundles whose code is unknown
+(recorded by Python stepfork or an earlier Go version) or cannot be
+compared. They are the ones to heal or record again.
+
 Exit codes: 0 every bundle passed, 1 a bundle failed, 2 unreadable or
 incomplete results.`,
 	minArgs: 1, maxArgs: -1,
@@ -46,6 +59,7 @@ incomplete results.`,
 		fs.StringVar(&o.corpus, "corpus", "", "also list the bundles under `DIR` that no test used")
 		fs.BoolVar(&o.json, "json", false, "print the merged report as JSON")
 		fs.StringVar(&o.html, "html", "", "also write the report as one self-contained HTML page to `FILE`")
+		fs.StringVar(&o.olderThan, "older-than", "", "also list the bundles recorded by code older than `REV` (a commit or an RFC 3339 time)")
 		return func(e *env, args []string) int { return o.run(e, args) }
 	},
 }
@@ -54,8 +68,8 @@ incomplete results.`,
 const maxReportBytes = 256 << 20
 
 type reportOptions struct {
-	corpus, html string
-	json         bool
+	corpus, html, olderThan string
+	json                    bool
 }
 
 func (o *reportOptions) run(e *env, args []string) int {
@@ -105,17 +119,42 @@ func (o *reportOptions) run(e *env, args []string) int {
 			return exitInput
 		}
 	}
+	var older, unknown []corpus.Record
+	if o.olderThan != "" {
+		var err error
+		if older, unknown, err = rep.OlderThan(o.olderThan, gitVCS{}); err != nil {
+			fmt.Fprintf(e.stderr, "stepfork report: --older-than: %v\n", err)
+			return exitInput
+		}
+	}
 	if o.json {
 		type corpusJSON struct {
 			Name    string          `json:"name"`
 			Shards  int             `json:"shards"`
 			Entries []corpus.Record `json:"entries"`
 		}
+		type olderJSON struct {
+			Revision string          `json:"revision"`
+			Older    []corpus.Record `json:"older"`
+			Unknown  []corpus.Record `json:"unknown"`
+		}
 		out := struct {
-			Corpora []corpusJSON `json:"corpora"`
-			Unused  []string     `json:"unused,omitempty"`
-			Problem string       `json:"problem,omitempty"`
+			Corpora   []corpusJSON `json:"corpora"`
+			Unused    []string     `json:"unused,omitempty"`
+			OlderThan *olderJSON   `json:"older_than,omitempty"`
+			Problem   string       `json:"problem,omitempty"`
 		}{Unused: unused}
+		if o.olderThan != "" {
+			clean := func(rs []corpus.Record) []corpus.Record {
+				out := make([]corpus.Record, len(rs))
+				for i, r := range rs {
+					r.Corpus, r.Name, r.Path, r.Divergence = redact(r.Corpus), redact(r.Name), redact(r.Path), redact(r.Divergence)
+					out[i] = r
+				}
+				return out
+			}
+			out.OlderThan = &olderJSON{Revision: redact(o.olderThan), Older: clean(older), Unknown: clean(unknown)}
+		}
 		for _, c := range rep.Corpora {
 			cj := corpusJSON{Name: redact(c.Name), Shards: c.Total, Entries: make([]corpus.Record, len(c.Entries))}
 			for i, r := range c.Entries {
@@ -146,6 +185,28 @@ func (o *reportOptions) run(e *env, args []string) int {
 				}
 			}
 		}
+		if o.olderThan != "" {
+			line := func(r corpus.Record) string {
+				code := "unknown code"
+				if r.Revision != "" {
+					code = "revision " + shortRev(r.Revision)
+					if r.RevisionTime != "" {
+						code += " of " + r.RevisionTime
+					}
+				}
+				return fmt.Sprintf("  %s/%s: %s\n", r.Corpus, r.Name, code)
+			}
+			e.printf("\n%d bundle(s) recorded by code older than %s:\n", len(older), o.olderThan)
+			for _, r := range older {
+				e.printf("%s", redact(line(r)))
+			}
+			if len(unknown) > 0 {
+				e.printf("%d bundle(s) whose code is unknown or cannot be compared with %s:\n", len(unknown), o.olderThan)
+				for _, r := range unknown {
+					e.printf("%s", redact(line(r)))
+				}
+			}
+		}
 	}
 	if o.html != "" {
 		problem := ""
@@ -170,4 +231,50 @@ func (o *reportOptions) run(e *env, args []string) int {
 		return exitDifferent
 	}
 	return exitOK
+}
+
+func shortRev(rev string) string {
+	if len(rev) > 12 {
+		return rev[:12]
+	}
+	return rev
+}
+
+// gitVCS asks git, in the current directory, about commits.
+type gitVCS struct{}
+
+func git(args ...string) (string, int) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "git", args...)
+	out, err := cmd.Output()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return strings.TrimSpace(string(out)), 0
+	case errors.As(err, &exit):
+		return "", exit.ExitCode()
+	}
+	return "", -1
+}
+
+// IsAncestor is git merge-base --is-ancestor: exit 0 yes, 1 no, anything
+// else (an unknown commit, no repository, no git) cannot tell.
+func (gitVCS) IsAncestor(older, newer string) (bool, bool) {
+	switch _, code := git("merge-base", "--is-ancestor", older, newer); code {
+	case 0:
+		return true, true
+	case 1:
+		return false, true
+	}
+	return false, false
+}
+
+func (gitVCS) CommitTime(rev string) (time.Time, bool) {
+	out, code := git("show", "-s", "--format=%cI", rev+"^{commit}")
+	if code != 0 {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339, out)
+	return t.UTC(), err == nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -138,5 +139,59 @@ func TestReportIncomplete(t *testing.T) {
 	r = stepfork(t, "", nil, "report", t.TempDir())
 	if r.code != exitInput || !strings.Contains(r.stderr, "holds no results (*.jsonl)") {
 		t.Fatalf("an empty directory: exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+}
+
+// TestReportOlderThan lists the bundles recorded by code older than a
+// revision, asking git in the current directory which commits came first:
+// in a repository of three commits, the bundles of the first two are older
+// than the third; a bundle without build.json is listed apart.
+func TestReportOlderThan(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	t.Parallel()
+	repo := t.TempDir()
+	git := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "user.email=a@example.com", "-c", "user.name=a", "-c", "init.defaultBranch=main"}, args...)...)
+		cmd.Dir = repo
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	git("init", "-q")
+	var revs []string
+	for i := range 3 {
+		os.WriteFile(filepath.Join(repo, "f"), []byte{byte(i)}, 0o644)
+		git("add", ".")
+		git("commit", "-q", "-m", fmt.Sprint(i))
+		revs = append(revs, git("rev-parse", "HEAD"))
+	}
+	results := t.TempDir()
+	entries := map[string]corpus.Record{}
+	for i, rev := range []string{revs[0], revs[1], revs[2], ""} {
+		entries[fmt.Sprintf("run-%d", i)] = corpus.Record{Outcome: corpus.Replayed, Passed: true, Module: "example.com/agent", Revision: rev}
+	}
+	writeShard(t, results, 0, 1, entries)
+	r := stepfork(t, repo, nil, "report", results, "--older-than", revs[2][:10])
+	want := fmt.Sprintf("\n2 bundle(s) recorded by code older than %s:\n  TestCorpus/run-0: revision %s\n  TestCorpus/run-1: revision %s\n"+
+		"1 bundle(s) whose code is unknown or cannot be compared with %s:\n  TestCorpus/run-3: unknown code\n", revs[2][:10], revs[0][:12], revs[1][:12], revs[2][:10])
+	if r.code != exitOK || !strings.HasSuffix(r.stdout, want) {
+		t.Errorf("exit %d, output\n%s\nwant it to end with\n%s\n%s", r.code, r.stdout, want, r.stderr)
+	}
+	for _, want := range []string{"\n  recorded by    ", revs[0][:12] + " (1)", revs[1][:12] + " (1)", revs[2][:12] + " (1)", ", unknown (1)\n"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("the summary does not say which revisions recorded the bundles (%q):\n%s", want, r.stdout)
+		}
+	}
+	j := stepfork(t, repo, nil, "report", results, "--older-than", revs[1], "--json")
+	if !strings.Contains(j.stdout, `"older_than":{"revision":"`+revs[1]+`","older":[{"kind":"entry","corpus":"TestCorpus","name":"run-0"`) {
+		t.Errorf("--json:\n%s", j.stdout)
+	}
+	if b := stepfork(t, repo, nil, "report", results, "--older-than", "main"); b.code != exitInput || !strings.Contains(b.stderr, "--older-than: \"main\" is neither a commit hash") {
+		t.Errorf("a branch name: exit %d, %s", b.code, b.stderr)
 	}
 }
