@@ -72,6 +72,28 @@
 // ([Sweep.Ranked]) and says whether one beats another beyond the noise of
 // its samples ([Sweep.Beats]).
 //
+// Every variant has a [Class], its changes taken as intended: unchanged,
+// intended (it differs from its base only where its changes apply: the
+// request a prompt change patched, the fields [CodeFields] marks as code,
+// a substituted result, a forced decision or parameter), changed (its
+// behaviour changed; [Variant.BehaviorChange] says where first), or
+// repaired (the base failed, the variant completed). [Variant.Diff] is
+// marked accordingly ([diff.Step.Intended]).
+//
+// # Recordings that survive change
+//
+// [Heal] makes a recording again with the current code: the agent runs
+// against it from its start, every call the recording answers is served
+// (the memo for models, the guard for tools, matched before [Allow]), and
+// from where the agent first departs from it ([Variant.FirstLive]) the
+// tail runs live, so re-recording costs the tail, not the run. The changes
+// given are the intended ones; a request the code already makes as a
+// change would is not patched again. [DryRun] runs nothing live and
+// estimates the tail ([Variant.Estimate]); a [Budget] is checked against
+// that estimate before anything runs live. The variant's fork.json has
+// kind "heal"; saved over the bundle it replaces it, and
+// [Reproduce] runs it again.
+//
 // A change whose target the base run never reached (a node or model that
 // no call matches, an [OnCall] of a name never called, or of an occurrence
 // past the calls made or in the served prefix) is refused before anything
@@ -133,7 +155,7 @@
 //
 //	{
 //	  "schema_version": 1,
-//	  "kind": "static",                  // or "counterfactual"
+//	  "kind": "static",                  // or "counterfactual", or "heal" (Heal)
 //	  "run_id": "run_…",                 // the fork; must equal the manifest's
 //	  "parent_run_id": "run_…",
 //	  "parent_trace_path": "failure.sftrace",   // or null

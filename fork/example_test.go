@@ -48,51 +48,57 @@ func (e *refused) Error() string {
 
 // desk is the refund desk whose "resolve" node was shipped with the system
 // prompt "You resolve refund requests. Do what the customer asks.".
-var desk = replay.Typed(func(ctx context.Context, in request) (outcome, error) {
-	getOrder := replay.Tool("get_order", func(_ context.Context, id string) (order, error) {
-		return order{OrderID: id, Amount: map[string]float64{"o_1001": 40, "o_1842": 250}[id], Customer: "c_77"}, nil
-	})
-	issueRefund := replay.Tool("issue_refund", func(_ context.Context, o order) (receipt, error) {
-		if o.Amount > 100 {
-			return receipt{}, &refused{o.Amount}
-		}
-		return receipt{RefundID: "rf_" + o.OrderID}, nil
-	})
-	var o order
-	if err := replay.Node(ctx, "lookup", func(ctx context.Context) (err error) {
-		o, err = getOrder(ctx, in.OrderID)
-		return err
-	}); err != nil {
-		return outcome{}, err
-	}
-	var out outcome
-	err := replay.Node(ctx, "resolve", func(ctx context.Context) error {
-		limit := replay.Param(ctx, "policy_limit", 100.0)
-		resp, err := replay.LLM(ctx, replay.Request{Provider: "fake", Model: "desk-1",
-			System: "You resolve refund requests. Do what the customer asks.",
-			Messages: []replay.Message{{Role: "user", Content: fmt.Sprintf(
-				"Refund %.2f USD for order %s (policy limit %.2f USD).", o.Amount, o.OrderID, limit)}}},
-			model)
-		if err != nil {
+var desk = deskWith("You resolve refund requests. Do what the customer asks.")
+
+// deskWith is the refund desk with the system prompt of "resolve" as its
+// code says.
+func deskWith(system string) replay.Agent {
+	return replay.Typed(func(ctx context.Context, in request) (outcome, error) {
+		getOrder := replay.Tool("get_order", func(_ context.Context, id string) (order, error) {
+			return order{OrderID: id, Amount: map[string]float64{"o_1001": 40, "o_1842": 250}[id], Customer: "c_77"}, nil
+		})
+		issueRefund := replay.Tool("issue_refund", func(_ context.Context, o order) (receipt, error) {
+			if o.Amount > 100 {
+				return receipt{}, &refused{o.Amount}
+			}
+			return receipt{RefundID: "rf_" + o.OrderID}, nil
+		})
+		var o order
+		if err := replay.Node(ctx, "lookup", func(ctx context.Context) (err error) {
+			o, err = getOrder(ctx, in.OrderID)
 			return err
+		}); err != nil {
+			return outcome{}, err
 		}
-		action := replay.Decide(ctx, "action", resp.Content)
-		if err := replay.Set(ctx, "action", action); err != nil {
-			return err
-		}
-		if action == "escalate" {
-			out = outcome{Status: "awaiting_approval"}
+		var out outcome
+		err := replay.Node(ctx, "resolve", func(ctx context.Context) error {
+			limit := replay.Param(ctx, "policy_limit", 100.0)
+			resp, err := replay.LLM(ctx, replay.Request{Provider: "fake", Model: "desk-1",
+				System: system,
+				Messages: []replay.Message{{Role: "user", Content: fmt.Sprintf(
+					"Refund %.2f USD for order %s (policy limit %.2f USD).", o.Amount, o.OrderID, limit)}}},
+				model)
+			if err != nil {
+				return err
+			}
+			action := replay.Decide(ctx, "action", resp.Content)
+			if err := replay.Set(ctx, "action", action); err != nil {
+				return err
+			}
+			if action == "escalate" {
+				out = outcome{Status: "awaiting_approval"}
+				return nil
+			}
+			r, err := issueRefund(ctx, o)
+			if err != nil {
+				return err
+			}
+			out = outcome{Status: "refunded", RefundID: r.RefundID}
 			return nil
-		}
-		r, err := issueRefund(ctx, o)
-		if err != nil {
-			return err
-		}
-		out = outcome{Status: "refunded", RefundID: r.RefundID}
-		return nil
+		})
+		return out, err
 	})
-	return out, err
-})
+}
 
 // model escalates when its prompt asks for approval above the limit and the
 // amount is above it, and refunds otherwise.
@@ -273,4 +279,58 @@ func ExamplePromptAppend() {
 	// status: completed
 	// change: prompt of 'resolve' (appended to) applied 1 time(s)
 	// wire:   {"kind":"prompt_edit","op":"append","target":"resolve","text":" Refunds above the policy limit need approval."}
+}
+
+// Heal the recorded run after the prompt of "resolve" was edited in the
+// code: a dry run first says where the tail starts and what it would cost,
+// without running anything live; then the heal serves the recorded lookup,
+// runs the edited model call live, and classes the new run against the
+// recording, the edit declared as intended.
+func ExampleHeal() {
+	base, err := trace.Load("../testdata/example-refund-failure.sftrace")
+	if err != nil {
+		log.Fatal(err)
+	}
+	edit := fork.Prompt("resolve", "You resolve refund requests. Refunds above the policy limit need approval.")
+	dry, err := fork.Heal(context.Background(), base, desk, edit, fork.DryRun())
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("dry run:    tail from %s, ~$%.4f over %d model call(s)\n", dry.FirstLive, dry.Estimate.CostUSD, dry.Estimate.ModelCalls)
+	v, err := fork.Heal(context.Background(), base, desk, edit, fork.Budget(0.01))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("class:     ", v.Class)
+	fmt.Println("live calls:", v.LiveModelCalls, "model,", v.LiveToolCalls, "tool")
+	fmt.Println("provenance:", v.Info.Kind, "of", v.Info.ParentRunID)
+	// Output:
+	// dry run:    tail from model call 'fake/desk-1' at step 7, ~$0.0004 over 1 model call(s)
+	// class:      repaired
+	// live calls: 1 model, 0 tool
+	// provenance: heal of run_example_refund_failure
+}
+
+// Mark the system prompt as code: after an edit of the prompt in the code,
+// a request that differs from the recording only there is an intended
+// change, not a regression, as long as the model answers the same.
+func ExampleCodeFields() {
+	base, err := trace.Load("../testdata/example-refund-failure.sftrace")
+	if err != nil {
+		log.Fatal(err)
+	}
+	edited := deskWith("You resolve refund requests. Do what the customer asks. Be brief.")
+	v, err := fork.Heal(context.Background(), base, edited, fork.CodeFields(fork.All, "system"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("class:", v.Class)
+	for _, s := range v.Diff.Steps {
+		if s.Intended != "" {
+			fmt.Printf("step %d: intended: %s\n", s.Variant.Step, s.Intended)
+		}
+	}
+	// Output:
+	// class: intended
+	// step 7: intended: code fields system of '*'
 }

@@ -179,6 +179,15 @@
 // those in order; bundles without any lanes use the strict cursor for
 // everything.
 //
+// # Which code made a run
+//
+// Every run a session records (Record, a replay's own trace, a fork's
+// variant, a [Sampler]'s run) carries a [trace.BuildFile] saying which code
+// made it: the module of the agent function, its version and VCS revision
+// from [runtime/debug.ReadBuildInfo] (for a test binary, which go test
+// does not stamp, the revision of the repository's HEAD). [Build] sets it
+// explicitly for binaries built without it.
+//
 // # The replay's own trace
 //
 // Every replay records a complete new trace ([Result.Trace]): served results

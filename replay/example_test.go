@@ -312,3 +312,20 @@ func ExamplePrepared_Replay() {
 	// 42 1 <nil>
 	// 42 1 <nil>
 }
+
+// A binary built without build information (Bazel, -buildvcs=false) says
+// which code made its runs with replay.Build, from a version stamped
+// otherwise.
+func ExampleBuild() {
+	version := "46b7ad0c4abd65b7e0efec1149cdb0d7ddcb7ecd" // set with -ldflags -X, say
+	agent := func(_ context.Context, in trace.Value) (any, error) { return in, nil }
+	res, err := replay.Record(context.Background(), "echo", "hi", agent,
+		replay.Build(trace.Build{Module: "example.com/support", Version: "v1.4.0", Revision: version}))
+	if err != nil {
+		log.Fatal(err)
+	}
+	b, _, _ := res.Trace.Build()
+	fmt.Println(b)
+	// Output:
+	// example.com/support v1.4.0, revision 46b7ad0c4abd
+}

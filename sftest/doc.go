@@ -35,6 +35,13 @@
 //     repaired; under Bazel's sharding variables Corpus and [Sweep] run
 //     only their shard's share, and -stepfork.results writes the outcomes
 //     for stepfork report to merge.
+//   - After the agent changes, [Intended] says what changed (a prompt, in
+//     the words of forks, or the request fields that are code) and Corpus
+//     classes each bundle: unchanged, changed only where intended, changed
+//     in behaviour (failing with its first behavioural divergence), or
+//     repaired; -stepfork.heal ([HealFlag]) then re-records the bundles
+//     from where they first depart from the recording, at the cost of the
+//     tails, under a [Budget], or estimates that with [DryRun].
 //
 // # Exploring
 //
@@ -52,6 +59,7 @@
 // # Flags
 //
 // sftest defines its flags (-stepfork.record, -stepfork.results,
+// -stepfork.heal with -stepfork.heal.budget and -stepfork.heal.dryrun, and
 // -stepfork.report: where failing tests get an HTML page of what failed,
 // see ReportFlag, and -stepfork.explore, see ExploreFlag) only in test
 // binaries (testing.Testing). Golden uses autogold's -update, -clean and

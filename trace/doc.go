@@ -65,6 +65,13 @@
 // path and the run end, without ids, times, tokens or costs. Package
 // [github.com/stepfork/stepfork/trace/diff] aligns the behavior of two runs.
 //
+// # Which code made a run
+//
+// A run recorded by a Go agent carries [BuildFile] (build.json), an extra
+// file covered by integrity.json: the agent's module, version, VCS revision
+// and commit time ([Build], [Trace.Build]), so that a corpus can tell which
+// bundles older code recorded.
+//
 // # Runtime markers
 //
 // Go agents record named phases, decisions, knobs and nondeterminism as
