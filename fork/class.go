@@ -117,13 +117,48 @@ func (c codeFields) bind(ix *index, _ Resolved, fresh bool) (*bound, error) {
 // classify marks the variant's diff with what explains each difference and
 // sets its class. changes are the variant's bound changes; the code fields
 // among them count as applied where they explain a difference.
-func (p *forkPlan) classify(v *Variant, changes []*bound) {
+func (p *forkPlan) classify(v *Variant, changes []*bound, ms []replay.Matcher) {
 	if v.Diff == nil {
 		return
 	}
-	v.Diff.Mark(func(s *diff.Step) (string, string) { return "", p.ix.intended(s, changes) })
+	v.Diff.Mark(func(s *diff.Step) (string, string) {
+		if why := p.ix.intended(s, changes, ms); why != "" {
+			return "", why
+		}
+		return p.ix.matched(s, ms), ""
+	})
 	v.Class = classOf(v.Base, v.Trace, v.Diff)
-	v.ix, v.bound = p.ix, changes
+	v.ix, v.bound, v.matchers = p.ix, changes, ms
+}
+
+// matched names the user matchers through which a differing call step's
+// input matches its base step's, when the input is all that differs; "".
+func (ix *index) matched(s *diff.Step, ms []replay.Matcher) string {
+	if len(ms) == 0 || s.Kind != diff.Changed || s.Base == nil || s.Variant == nil || s.Base.Type != s.Variant.Type ||
+		s.Base.Label != s.Variant.Label || (s.Base.Type != trace.StepLLM && s.Base.Type != trace.StepTool) {
+		return ""
+	}
+	for _, c := range s.Changes {
+		if topField(c.Path) != "input" {
+			return ""
+		}
+	}
+	cs, ok := ix.site(s.Base.EventID)
+	if !ok {
+		return ""
+	}
+	by, _ := cs.same(ms, s.Base.Payload.Get("input"), s.Variant.Payload.Get("input"))
+	return by
+}
+
+// same reports whether live matches recorded for the call at cs through
+// the matchers ms.
+func (cs callSite) same(ms []replay.Matcher, recorded, live trace.Value) (string, bool) {
+	kind := replay.KindTool
+	if cs.kind == "llm" {
+		kind = replay.KindLLM
+	}
+	return replay.Matched(ms, kind, cs.label, cs.provider, cs.model, recorded, live)
 }
 
 // BehaviorChange returns where the variant first behaved otherwise than its
@@ -145,7 +180,8 @@ func (v *Variant) BehaviorChange() *diff.Divergence {
 	if !ok {
 		return dv
 	}
-	if _, ok := explainInput(cs, v.bound, dv.Base.Payload.Get("input"), dv.Variant.Payload.Get("input"), dv.Variant.Label); !ok {
+	_, ok = explainInput(cs, v.bound, v.matchers, dv.Base.Payload.Get("input"), dv.Variant.Payload.Get("input"), dv.Variant.Label)
+	if _, matched := cs.same(v.matchers, dv.Base.Payload.Get("input"), dv.Variant.Payload.Get("input")); !ok && !matched {
 		return dv
 	}
 	out := *dv
@@ -210,7 +246,7 @@ func (b *bound) codeMatches(cs callSite) bool {
 // intended explains a differing step by the changes: the descriptions of
 // the changes that account for every difference of the step, or "" when
 // some difference is a change of behavior.
-func (ix *index) intended(s *diff.Step, changes []*bound) string {
+func (ix *index) intended(s *diff.Step, changes []*bound, ms []replay.Matcher) string {
 	if s.Kind != diff.Changed || s.Base == nil || s.Variant == nil || s.Base.Type != s.Variant.Type {
 		return ""
 	}
@@ -234,7 +270,7 @@ func (ix *index) intended(s *diff.Step, changes []*bound) string {
 			return ""
 		}
 		if s.Base.Label != s.Variant.Label || fields["input"] {
-			bs, ok := explainInput(cs, changes, bp.Get("input"), vp.Get("input"), s.Variant.Label)
+			bs, ok := explainInput(cs, changes, ms, bp.Get("input"), vp.Get("input"), s.Variant.Label)
 			if !ok {
 				return ""
 			}
@@ -296,8 +332,9 @@ func (ix *index) intended(s *diff.Step, changes []*bound) string {
 // explainInput explains the difference between a base call's input and the
 // variant's (whose label is label): the request changes applied to the
 // base's input give the variant's, once the code fields of the call are
-// left out of both. It returns the changes that account for it.
-func explainInput(cs callSite, changes []*bound, base, variant trace.Value, label string) ([]*bound, bool) {
+// left out of both, up to what the user matchers ms accept. It returns the
+// changes that account for it.
+func explainInput(cs callSite, changes []*bound, ms []replay.Matcher, base, variant trace.Value, label string) ([]*bound, bool) {
 	patched, model, acted := base, cs.model, []*bound(nil)
 	if cs.kind == "llm" {
 		patched, model, acted = requestPatch(changes, cs.node, cs.label, cs.provider, cs.model, base)
@@ -311,7 +348,7 @@ func explainInput(cs callSite, changes []*bound, base, variant trace.Value, labe
 			used = append(used, b)
 		}
 	}
-	if sanitized(patched) == variant {
+	if _, ok := cs.same(ms, sanitized(patched), variant); ok {
 		return used, len(used) > 0
 	}
 	dropped, droppedV := patched, variant
@@ -328,7 +365,10 @@ func explainInput(cs callSite, changes []*bound, base, variant trace.Value, labe
 			codes = append(codes, b)
 		}
 	}
-	if len(codes) == 0 || sanitized(dropped) != sanitized(droppedV) {
+	if len(codes) == 0 {
+		return nil, false
+	}
+	if _, ok := cs.same(ms, sanitized(dropped), sanitized(droppedV)); !ok {
 		return nil, false
 	}
 	return append(used, codes...), true

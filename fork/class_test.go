@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -231,5 +232,67 @@ func TestHealDryRunAndBudget(t *testing.T) {
 	}
 	if _, err := replay.Replay(ctx, healed, (&world{}).refundAgentPrompt("You handle refunds. Refunds need approval.")); err != nil {
 		t.Errorf("the healed run does not replay frozen against the edited agent: %v", err)
+	}
+}
+
+// TestMatchTimeInPrompt: an agent that writes the current time into its
+// prompt. With a matcher that ignores timestamps, a memoized null fork
+// makes no live model call, its class is unchanged and its diff marks the
+// request matched, never silently equal; the matcher is named in fork.json,
+// and Reproduce asks for it. Without the matcher, the memo misses.
+func TestMatchTimeInPrompt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	calls := 0
+	model := func(_ context.Context, req replay.Request) (replay.Response, error) {
+		calls++
+		return replay.Response{Content: "ok"}, nil
+	}
+	agent := func(now func() time.Time) replay.Agent {
+		return func(ctx context.Context, in trace.Value) (any, error) {
+			resp, err := replay.LLM(ctx, replay.Request{Provider: "fake", Model: "m", System: "Now: " + now().UTC().Format(time.RFC3339Nano),
+				Messages: []replay.Message{{Role: "user", Content: "hi"}}}, model)
+			return resp.Content, err
+		}
+	}
+	rec, err := replay.Record(ctx, "clock", nil, agent(func() time.Time { return time.Date(2026, 3, 14, 9, 30, 0, 0, time.UTC) }))
+	require.NoError(t, err)
+	calls = 0
+	ignore := replay.IgnoreTimestamps().Model("fake/m")
+
+	v, err := Run(ctx, rec.Trace, Start(), agent(time.Now), Memoize(), Match(ignore))
+	require.NoError(t, err)
+	if calls != 0 || len(v.MemoHits) != 1 || v.MemoHits[0].MatchedBy != "ignore timestamps (model 'fake/m')" {
+		t.Fatalf("%d live calls, memo hits %+v; want the request served through the matcher", calls, v.MemoHits)
+	}
+	if v.Class != ClassUnchanged || v.Diff.Matched != 1 || v.Diff.Equivalent() {
+		t.Errorf("class %s, %d matched, equivalent %v; want unchanged with the request marked matched\n%s", v.Class, v.Diff.Matched, v.Diff.Equivalent(), v.Diff.Explain())
+	}
+	if !strings.Contains(v.Diff.Explain(), "— matched by ignore timestamps (model 'fake/m')") {
+		t.Errorf("Explain does not say the request matched through the matcher:\n%s", v.Diff.Explain())
+	}
+	if len(v.Info.Matchers) != 1 || v.Info.Matchers[0] != ignore.String() {
+		t.Errorf("fork.json matchers %q", v.Info.Matchers)
+	}
+	p := filepath.Join(t.TempDir(), "v.sftrace")
+	require.NoError(t, v.Trace.Save(p))
+	saved, err := trace.Load(p)
+	require.NoError(t, err)
+	if _, err := Reproduce(ctx, saved, rec.Trace, agent(time.Now)); err == nil || !strings.Contains(err.Error(), "pass the same with fork.Match") {
+		t.Errorf("Reproduce without the matcher: %v", err)
+	}
+	if again, err := Reproduce(ctx, saved, rec.Trace, agent(time.Now), Match(ignore)); err != nil || again.Class != ClassUnchanged {
+		t.Errorf("Reproduce with the matcher: %v", err)
+	}
+	// A fork at the model call's step: the prefix is served through the
+	// matcher too (here, the whole run).
+	if _, err := Run(ctx, rec.Trace, Step(len(rec.Trace.Events)-1), agent(time.Now), Match(ignore)); err != nil {
+		t.Errorf("a fork whose prefix holds the request: %v", err)
+	}
+	calls = 0
+	w, err := Run(ctx, rec.Trace, Start(), agent(time.Now), Memoize())
+	require.NoError(t, err)
+	if calls != 1 || w.Class != ClassChanged {
+		t.Errorf("without the matcher: %d live calls, class %s; want the memo to miss", calls, w.Class)
 	}
 }

@@ -78,6 +78,9 @@ type MemoHit struct {
 	Kind     replay.CallKind
 	Name     string // tool name or model label
 	BaseStep int    // the step of the recorded call that was served
+	// MatchedBy names the user matchers ([Match]) through which the call
+	// matched the recorded one, "" when their inputs are equal.
+	MatchedBy string
 }
 
 // director answers the replay session's calls for one variant run: the
@@ -112,6 +115,9 @@ type director struct {
 	dry          bool
 	firstLive    *TailCall
 	firstLivePos int
+	// matchers are the user matchers (Match): a request the code already
+	// makes as a change would make it is recognised through them too.
+	matchers []replay.Matcher
 }
 
 func (d *director) logf(msg string, attrs ...slog.Attr) {
@@ -295,8 +301,10 @@ func (d *director) prefix(c *replay.Call) replay.Action {
 			d.prefixErr = fmt.Errorf("the agent made %s call '%s' (call #%d) after every call of the base run was consumed", c.Kind, c.Name, c.Position)
 		case r.Kind != c.Kind || r.Label != c.Name:
 			d.prefixErr = fmt.Errorf("the agent made %s call '%s' (call #%d) where the base run recorded %s call '%s' (step %d)", c.Kind, c.Name, c.Position, r.Kind, r.Label, r.Call.Step)
-		case inputOf(r.Call) != c.Input:
-			d.prefixErr = fmt.Errorf("%s call '%s' (call #%d, step %d) was made with another input than the base run recorded", c.Kind, c.Name, c.Position, r.Call.Step)
+		default:
+			if _, ok := c.Matches(r); !ok {
+				d.prefixErr = fmt.Errorf("%s call '%s' (call #%d, step %d) was made with another input than the base run recorded", c.Kind, c.Name, c.Position, r.Call.Step)
+			}
 		}
 	case replay.KindDecision:
 		if c.Marker == nil {
@@ -363,7 +371,7 @@ func (d *director) tool(c *replay.Call) replay.Action {
 		return replay.Serve(b.value).Instead(cp)
 	}
 	if d.matchFirst && !d.policy.block && c.Match != nil {
-		d.replayed = append(d.replayed, MemoHit{Step: c.Seq, Kind: c.Kind, Name: c.Name, BaseStep: c.Match.Call.Step})
+		d.replayed = append(d.replayed, MemoHit{Step: c.Seq, Kind: c.Kind, Name: c.Name, BaseStep: c.Match.Call.Step, MatchedBy: c.MatchedBy})
 		return replay.ServeMatch()
 	}
 	if slices.Contains(d.policy.allow, c.Name) {
@@ -375,7 +383,7 @@ func (d *director) tool(c *replay.Call) replay.Action {
 		return replay.Block(reason)
 	}
 	if c.Match != nil {
-		d.replayed = append(d.replayed, MemoHit{Step: c.Seq, Kind: c.Kind, Name: c.Name, BaseStep: c.Match.Call.Step})
+		d.replayed = append(d.replayed, MemoHit{Step: c.Seq, Kind: c.Kind, Name: c.Name, BaseStep: c.Match.Call.Step, MatchedBy: c.MatchedBy})
 		return replay.ServeMatch()
 	}
 	reason := fmt.Sprintf("the base run has no unconsumed call of tool '%s' with this input, so there is no recorded result to replay and executing it could touch the world. Allow it with fork.Allow(%q), or fork where its input is unchanged.", c.Name, c.Name)
@@ -391,7 +399,7 @@ func (d *director) model(c *replay.Call) replay.Action {
 	}
 	input, model, patched := d.patch(c)
 	if !patched && d.memoize && c.Match != nil {
-		d.memoHits = append(d.memoHits, MemoHit{Step: c.Seq, Kind: c.Kind, Name: c.Name, BaseStep: c.Match.Call.Step})
+		d.memoHits = append(d.memoHits, MemoHit{Step: c.Seq, Kind: c.Kind, Name: c.Name, BaseStep: c.Match.Call.Step, MatchedBy: c.MatchedBy})
 		d.logf("memo hit", slog.String("model", c.Name), slog.Int("step", c.Step), slog.Int("base_step", c.Match.Call.Step))
 		return replay.ServeMatch()
 	}
@@ -504,7 +512,9 @@ func requestPatch(bs []*bound, node, label, provider, model string, input trace.
 // appended again). The changes still count as applied.
 func (d *director) patch(c *replay.Call) (trace.Value, string, bool) {
 	if r := c.Cursor; r != nil && r.Kind == replay.KindLLM && r.Label == c.Name {
-		if in, model, acted := requestPatch(d.changes, c.Node, c.Name, c.Provider, c.Model, inputOf(r.Call)); len(acted) > 0 && in == c.Input && model == c.Model && in != inputOf(r.Call) {
+		in, model, acted := requestPatch(d.changes, c.Node, c.Name, c.Provider, c.Model, inputOf(r.Call))
+		_, same := replay.Matched(d.matchers, c.Kind, "", c.Provider, c.Model, sanitized(in), c.Input)
+		if len(acted) > 0 && same && model == c.Model && in != inputOf(r.Call) {
 			for _, b := range acted {
 				d.applied(b, c)
 			}

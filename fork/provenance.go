@@ -58,6 +58,10 @@ type Info struct {
 	GroupID string
 	// Memoize records that the tail's model calls were memoized (Memoize).
 	Memoize bool
+	// Matchers names the user matchers the fork matched calls with
+	// ([Match]), as [replay.Matcher.String] names them; [Reproduce] needs
+	// the same ones.
+	Matchers []string
 
 	// Ancestors is the provenance of the parent when the parent is a fork
 	// itself, then of its parent, and so on: nearest first, each without
@@ -155,6 +159,7 @@ type infoWire struct {
 	Policy           string         `json:"policy,omitempty"`
 	GroupID          string         `json:"group_id,omitempty"`
 	Memoize          bool           `json:"memoize,omitempty"`
+	Matchers         []string       `json:"matchers,omitempty"`
 	Ancestors        []infoWire     `json:"ancestors,omitempty"`
 }
 
@@ -193,6 +198,7 @@ func (i *Info) wire(top bool) infoWire {
 		Policy:           i.Policy,
 		GroupID:          i.GroupID,
 		Memoize:          i.Memoize,
+		Matchers:         redactAll(i.Matchers),
 	}
 	if i.ParentTracePath != "" {
 		p, _ := trace.RedactString(i.ParentTracePath)
@@ -308,6 +314,7 @@ func (w *infoWire) info(prefix string) (Info, error) {
 		Policy:           w.Policy,
 		GroupID:          w.GroupID,
 		Memoize:          w.Memoize,
+		Matchers:         w.Matchers,
 	}
 	if w.ParentTracePath != nil {
 		info.ParentTracePath = *w.ParentTracePath
@@ -334,4 +341,16 @@ func (w *infoWire) info(prefix string) (Info, error) {
 		info.Overrides = append(info.Overrides, AppliedOverride(o))
 	}
 	return info, nil
+}
+
+// redactAll is each string redacted, nil for none.
+func redactAll(ss []string) []string {
+	if len(ss) == 0 {
+		return nil
+	}
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i], _ = trace.RedactString(s)
+	}
+	return out
 }

@@ -66,6 +66,7 @@ type config struct {
 	strict       bool   // StrictContext
 	dry          bool   // DryRun
 	heal         bool   // Heal: tools matched before allowed, fork.json kind heal
+	matchers     []replay.Matcher
 }
 
 // RunID names the variant before it runs: id is its run id, known to a
@@ -145,6 +146,18 @@ func eachConfig(opts []EachOption) config {
 		}
 	}
 	return c
+}
+
+// Match makes the fork match calls with the user matchers ms (see
+// [replay.Matcher]): a call of the served prefix whose input differs from
+// the recorded one only in what a matcher accepts (the current time in a
+// prompt, say) is served as the recorded call; in the tail the
+// side-effect guard and [Memoize] find the recorded calls a matcher
+// accepts; and the variant's diff marks such a step matched
+// ([diff.Step.MatchedBy]) rather than changed in behaviour. The matchers
+// are named in fork.json, and [Reproduce] asks for the same.
+func Match(ms ...replay.Matcher) Option {
+	return optionFunc(func(c *config) { c.matchers = append(c.matchers, ms...) })
 }
 
 // Memoize serves a tail model call whose request (model, provider and
@@ -279,8 +292,9 @@ type Variant struct {
 	// Path is where the variant was saved ("" when it was not).
 	Path string
 
-	ix    *index   // the base's index, for BehaviorChange
-	bound []*bound // the changes as bound, for BehaviorChange
+	ix       *index   // the base's index, for BehaviorChange
+	bound    []*bound // the changes as bound, for BehaviorChange
+	matchers []replay.Matcher
 }
 
 // RunTrace returns the variant's trace, so a Variant stands wherever a run
@@ -383,7 +397,7 @@ func (p *forkPlan) fresh() []*bound {
 func (p *forkPlan) run(ctx context.Context, agent replay.Agent, cfg *config, savePath string) (v *Variant, err error) {
 	base := p.base
 	d := &director{ctx: ctx, ix: p.ix, at: p.at, policy: cfg.policy, memoize: cfg.memoize, log: cfg.log, reviewer: cfg.reviewer,
-		changes: p.fresh(), readDone: map[string]bool{}, matchFirst: cfg.heal, dry: cfg.dry}
+		changes: p.fresh(), readDone: map[string]bool{}, matchFirst: cfg.heal, dry: cfg.dry, matchers: cfg.matchers}
 	d.logf("fork started", slog.String("base_run_id", base.RunID), slog.Int("step", p.at.Step),
 		slog.String("at", p.at.Description), slog.String("node", p.at.Node), slog.Int("changes", len(p.changes)),
 		slog.String("group_id", cfg.groupID))
@@ -401,6 +415,9 @@ func (p *forkPlan) run(ctx context.Context, agent replay.Agent, cfg *config, sav
 			}
 		}()
 		opts := []replay.ReplayOption{replay.WithDirector(d)}
+		if len(cfg.matchers) > 0 {
+			opts = append(opts, replay.Match(cfg.matchers...))
+		}
 		if cfg.runID != "" {
 			opts = append(opts, replay.RunID(cfg.runID))
 		}
@@ -452,7 +469,7 @@ func (p *forkPlan) run(ctx context.Context, agent replay.Agent, cfg *config, sav
 		v.Score, v.BaseScore, v.Scored = cfg.score(v.Trace, runOutput(v.Trace)), cfg.score(base, runOutput(base)), true
 	}
 	v.Diff = p.ix.diffVariant(v.Trace)
-	p.classify(v, d.changes)
+	p.classify(v, d.changes, cfg.matchers)
 	for i, b := range d.changes {
 		// Code fields count where they explained a difference.
 		v.Changes[i].Applied, v.Changes[i].Steps = b.applied, b.steps
@@ -549,15 +566,20 @@ func (p *forkPlan) info(v *Variant, cfg *config) *Info {
 		Memoize:          cfg.memoize,
 		GroupID:          cfg.groupID,
 	}
+	for _, m := range cfg.matchers {
+		info.Matchers = append(info.Matchers, m.String())
+	}
 	if parent, err := ReadInfo(base); err == nil {
 		info.Ancestors = append([]Info{parent.withoutAncestors()}, parent.Ancestors...)
 	}
 	return info
 }
 
-// Reproduce runs again the counterfactual fork recorded in variant's
-// fork.json, against its parent base: the same fork point, changes, policy
-// and memoization. opts add to them (a Logger, SaveTo).
+// Reproduce runs again the counterfactual fork (or heal) recorded in
+// variant's fork.json, against its parent base: the same fork point,
+// changes, policy and memoization. opts add to them (a Logger, SaveTo); a
+// fork made with user matchers needs the same ones in opts ([Match]: a
+// function cannot be recorded, only its name, which must agree).
 func Reproduce(ctx context.Context, variant, base *trace.Trace, agent replay.Agent, opts ...RunOption) (*Variant, error) {
 	if variant == nil || base == nil {
 		return nil, errors.New("fork.Reproduce: the variant and its base are required")
@@ -575,6 +597,13 @@ func Reproduce(ctx context.Context, variant, base *trace.Trace, agent replay.Age
 	changes, err := parseChanges(info.Changes)
 	if err != nil {
 		return nil, fmt.Errorf("fork.Reproduce: %w", err)
+	}
+	var given []string
+	for _, m := range runConfig(opts).matchers {
+		given = append(given, m.String())
+	}
+	if !slices.Equal(redactAll(given), info.Matchers) {
+		return nil, fmt.Errorf("fork.Reproduce: %s was made with the user matchers %q; pass the same with fork.Match (given: %q)", variant.RunID, info.Matchers, given)
 	}
 	policy, err := parsePolicy(info.Policy)
 	if err != nil {

@@ -107,6 +107,11 @@ type Call struct {
 	// next of the same kind and name, or in a concurrent group the one the
 	// group matches (nil when none is left).
 	Marker *trace.Event
+	// MatchedBy names the user matchers ([Match]) through which Match
+	// matches the call, "" when its input is canonically equal.
+	MatchedBy string
+
+	matchers matchers // the replay's, for Matches
 }
 
 type actionKind uint8

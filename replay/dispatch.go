@@ -78,6 +78,7 @@ type decision struct {
 	model   string      // patched model ("": the agent's)
 	reason  string
 	err     error
+	by      string // the user matchers through which rec matched
 }
 
 // dispatchLocked decides what to do with a dependency call: record it, ask
@@ -95,9 +96,10 @@ func (s *session) dispatchLocked(ic *intercept) decision {
 		c := &s.direct // valid only during Direct: reused, not allocated per call
 		*c = Call{Kind: ic.kind, Name: ic.label(), Provider: ic.provider, Model: ic.model, Input: ic.input,
 			Position: ic.position, Occurrence: ic.occurrence, Parent: ic.parent, Node: ic.node, Step: s.log.n,
-			Seq: s.directLocked()}
+			Seq: s.directLocked(), matchers: s.cfg.matchers}
 		ic.seq = c.Seq
-		cur, m := s.counterpartsLocked(ic)
+		cur, m, by := s.counterpartsLocked(ic)
+		c.MatchedBy = by
 		if cur != nil {
 			c.Cursor = &cur.Recorded
 		}
@@ -124,7 +126,9 @@ func (s *session) dispatchLocked(ic *intercept) decision {
 			s.plan.consume(m)
 			s.plan.skipNested(m)
 			s.claimLocked(ic, m)
-			return serveRecorded(m)
+			d := serveRecorded(m)
+			d.by = by
+			return d
 		case actExecute:
 			if m != nil {
 				// Not consumed (the call runs), but it is the call this
@@ -179,15 +183,21 @@ func fail(err error) decision { return decision{act: actFail, err: err} }
 // identity and input as the group matcher picks it (groups.go), else the
 // closest of its kind and name, else the first pending of the group;
 // otherwise the call at the cursor. match is a pending call with ic's
-// identity and input: the group's, else the earliest anywhere.
-func (s *session) counterpartsLocked(ic *intercept) (cursor, match *rec) {
+// identity and input: the group's, else the earliest anywhere; with user
+// matchers ([Match]) an input they accept will do when none is equal, and
+// by names them.
+func (s *session) counterpartsLocked(ic *intercept) (cursor, match *rec, by string) {
 	if ic.free() && s.plan.ops != nil {
 		q := ic.query()
-		if b := s.groupMatchLocked(ic.sc, ic.gid, ic.lane, q, false); b >= 0 {
+		if b := s.groupMatchLocked(ic.sc, ic.gid, ic.lane, q, false, nil); b >= 0 {
 			r := s.plan.recAt(b)
-			return r, r
+			return r, r, ""
 		}
-		if b := s.groupMatchLocked(ic.sc, ic.gid, ic.lane, q, true); b >= 0 {
+		if b, by := s.groupMatchUserLocked(ic, q); b >= 0 {
+			r := s.plan.recAt(b)
+			return r, r, by
+		}
+		if b := s.groupMatchLocked(ic.sc, ic.gid, ic.lane, q, true, nil); b >= 0 {
 			cursor = s.plan.recAt(b)
 		} else if group := s.plan.groupPending(ic.sc.pathLocked()); len(group) > 0 {
 			cursor = group[0]
@@ -197,9 +207,34 @@ func (s *session) counterpartsLocked(ic *intercept) (cursor, match *rec) {
 		cursor = s.plan.at()
 	}
 	if cursor != nil && sameIdentity(cursor, ic) && inputOf(cursor.Call) == ic.input && s.plan.state[cursor.Position-1] == callPending {
-		return cursor, cursor // the earliest pending call, with this identity and input
+		return cursor, cursor, "" // the earliest pending call, with this identity and input
 	}
-	return cursor, s.plan.match(ic.kind, ic.name, ic.provider, ic.model, ic.input, "", false)
+	match, by = s.plan.matchAny(s.cfg.matchers, ic.kind, ic.name, ic.provider, ic.model, ic.input, "", false)
+	return cursor, match, by
+}
+
+// groupMatchUserLocked is the group match of q through the user matchers:
+// the recorded operation of ic's scope's concurrent group, with q's kind
+// and name, whose input the matchers accept, picked as groupMatchLocked
+// picks; -1 when there are no matchers or none is accepted.
+func (s *session) groupMatchUserLocked(ic *intercept, q opQuery) (int32, string) {
+	if len(s.cfg.matchers) == 0 {
+		return -1, ""
+	}
+	var by string
+	b := s.groupMatchLocked(ic.sc, ic.gid, ic.lane, q, true, func(b int32) bool {
+		if s.plan.callAt[b] < 0 {
+			return false
+		}
+		r := s.plan.recAt(b)
+		if !sameIdentity(r, ic) {
+			return false
+		}
+		var ok bool
+		by, ok = s.cfg.matchers.same(ic.kind, ic.name, ic.provider, ic.model, inputOf(r.Call), ic.input)
+		return ok
+	})
+	return b, by
 }
 
 // directLocked numbers a call about to be directed (Call.Seq).
@@ -310,7 +345,11 @@ func (s *session) exhausted(ic *intercept) error {
 func (s *session) groupLocked(ic *intercept) (decision, bool) {
 	path := ic.sc.pathLocked()
 	if s.plan.ops != nil {
-		if b := s.groupMatchLocked(ic.sc, ic.gid, ic.lane, ic.query(), false); b >= 0 {
+		b := s.groupMatchLocked(ic.sc, ic.gid, ic.lane, ic.query(), false, nil)
+		if b < 0 {
+			b, _ = s.groupMatchUserLocked(ic, ic.query())
+		}
+		if b >= 0 {
 			r := s.plan.recAt(b)
 			d := s.takeLocked(ic, r, r.Position)
 			if d.act != actFail {
@@ -318,7 +357,7 @@ func (s *session) groupLocked(ic *intercept) (decision, bool) {
 			}
 			return d, true
 		}
-	} else if r := s.plan.match(ic.kind, ic.name, ic.provider, ic.model, ic.input, path, true); r != nil {
+	} else if r, _ := s.plan.matchAny(s.cfg.matchers, ic.kind, ic.name, ic.provider, ic.model, ic.input, path, true); r != nil {
 		return s.takeLocked(ic, r, r.Position), true
 	}
 	group := s.plan.groupPending(path)
@@ -327,7 +366,7 @@ func (s *session) groupLocked(ic *intercept) (decision, bool) {
 	}
 	var closest *rec
 	if s.plan.ops != nil {
-		if b := s.groupMatchLocked(ic.sc, ic.gid, ic.lane, ic.query(), true); b >= 0 {
+		if b := s.groupMatchLocked(ic.sc, ic.gid, ic.lane, ic.query(), true, nil); b >= 0 {
 			closest = s.plan.recAt(b)
 		}
 	}
@@ -418,11 +457,12 @@ func (s *session) takeLocked(ic *intercept, r *rec, n int) decision {
 	base := MismatchError{Call: n, Kind: ic.kind, Label: r.Label, Step: r.Call.Step, EventID: r.Call.ID}
 	mismatch := func(msg string) decision { e := base; e.msg = msg; return fail(&e) }
 	recorded := inputOf(r.Call)
+	by, same := s.cfg.matchers.same(ic.kind, ic.name, ic.provider, ic.model, recorded, ic.input)
 	if stored := r.Call.InputHash; stored != "" && stored != s.plan.fingerprint(r) {
 		return mismatch(fmt.Sprintf("call #%d: recorded %s '%s' has an invalid input fingerprint\n  recorded input fingerprint: %s\n  computed input fingerprint: %s\n  %s",
 			n, r.Kind, r.Label, stored, s.plan.fingerprint(r), validateAdvice))
 	}
-	if !hybridLive && recorded != ic.input {
+	if !hybridLive && !same {
 		fp := r.Call.InputHash
 		if fp == "" {
 			fp = s.plan.fingerprint(r) + " (computed; recording had no stored input_hash)"
@@ -458,10 +498,12 @@ func (s *session) takeLocked(ic *intercept, r *rec, n int) decision {
 	s.matched++
 	ic.cp = int32(r.event)
 	if hybridLive || s.cfg.mode == ModeLive {
-		return decision{act: actExecute, rec: r}
+		return decision{act: actExecute, rec: r, by: by}
 	}
 	s.plan.skipNested(r)
-	return serveRecorded(r)
+	d := serveRecorded(r)
+	d.by = by
+	return d
 }
 
 const validateAdvice = "run `stepfork validate --verify-integrity` on the trace; legacy or tampered recordings cannot be used for strict replay"
@@ -508,7 +550,7 @@ func (s *session) dependency(ctx context.Context, sc *scope, ic *intercept, raw 
 	switch d.act {
 	case actServe:
 		s.appendServedLocked(ic, callID, model, d)
-		cr := s.noteCallLocked(ic, callID, Served, d.rec)
+		cr := s.noteCallLocked(ic, callID, Served, d.rec, d.by)
 		s.mu.Unlock()
 		if d.failure != nil {
 			s.observeAnswered(ctx, ic, cr, model, d.failure)
@@ -523,7 +565,7 @@ func (s *session) dependency(ctx context.Context, sc *scope, ic *intercept, raw 
 		}
 		failure := failureOutput("Blocked", reason)
 		s.appendResultLocked(ic, callID, model, trace.StatusSkipped, failure, nil, nil)
-		cr := s.noteCallLocked(ic, callID, Blocked, nil)
+		cr := s.noteCallLocked(ic, callID, Blocked, nil, "")
 		s.mu.Unlock()
 		err := &BlockedError{Kind: ic.kind, Label: ic.label(), Reason: reason}
 		s.scrubErr(err)
@@ -533,12 +575,12 @@ func (s *session) dependency(ctx context.Context, sc *scope, ic *intercept, raw 
 		s.scrubErr(d.err)
 		s.noteLocked(d.err)
 		s.appendFailureLocked(ic, callID, model, d.err)
-		cr := s.noteCallLocked(ic, callID, Failed, d.rec)
+		cr := s.noteCallLocked(ic, callID, Failed, d.rec, "")
 		s.mu.Unlock()
 		s.observeAnswered(ctx, ic, cr, model, d.err)
 		return trace.Value{}, false, d.err
 	}
-	cr := s.noteCallLocked(ic, callID, Executed, d.rec)
+	cr := s.noteCallLocked(ic, callID, Executed, d.rec, d.by)
 	if gid == 0 {
 		gid = goid()
 		ic.gid, ic.lane = gid, s.laneLocked(sc, gid)
@@ -627,8 +669,8 @@ func (s *session) observeAnswered(ctx context.Context, ic *intercept, cr CallRec
 	s.obs.EndCall(ctx, ci)
 }
 
-func (s *session) noteCallLocked(ic *intercept, callID string, o Outcome, r *rec) CallRecord {
-	cr := CallRecord{Position: ic.position, Kind: ic.kind, Label: ic.label(), Outcome: o, EventID: callID}
+func (s *session) noteCallLocked(ic *intercept, callID string, o Outcome, r *rec, by string) CallRecord {
+	cr := CallRecord{Position: ic.position, Kind: ic.kind, Label: ic.label(), Outcome: o, EventID: callID, MatchedBy: by}
 	if r != nil {
 		cr.Recorded = &r.Recorded
 	}

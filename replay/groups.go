@@ -275,8 +275,8 @@ func (s *session) advanceLocked(sc *scope, gid uint64, b int32) {
 // that the operation q, made by goroutine gid on lane lane, stands for (see
 // the rules above), without taking it; -1 when none has q's identity. With
 // byName, q's input is not compared: the closest operation of its kind and
-// name.
-func (s *session) groupMatchLocked(sc *scope, gid uint64, lane int, q opQuery, byName bool) int32 {
+// name that accept (when not nil) accepts.
+func (s *session) groupMatchLocked(sc *scope, gid uint64, lane int, q opQuery, byName bool, accept func(int32) bool) int32 {
 	g := s.groupOf(sc)
 	if g < 0 {
 		return -1
@@ -291,7 +291,7 @@ func (s *session) groupMatchLocked(sc *scope, gid uint64, lane int, q opQuery, b
 		return -1
 	}
 	if succ := s.successorLocked(sc, gid, lane); succ >= 0 && ix.group[succ] == g && p.pendingOp(succ) &&
-		s.hasIdentity(succ, q, byName) {
+		s.hasIdentity(succ, q, byName) && (accept == nil || accept(succ)) {
 		return succ
 	}
 	members := ix.members[l]
@@ -303,7 +303,7 @@ func (s *session) groupMatchLocked(sc *scope, gid uint64, lane int, q opQuery, b
 	h, known := sc.last[gid]
 	best, bestScore := int32(-1), 6
 	for _, b := range members[start:] {
-		if !p.pendingOp(b) {
+		if !p.pendingOp(b) || accept != nil && !accept(b) {
 			continue
 		}
 		score := 5

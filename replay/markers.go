@@ -148,7 +148,7 @@ func (s *session) setLocked(sc *scope, gid uint64, key string, v trace.Value) {
 		// A state write on a goroutine is matched in its group, by key and
 		// value, for the order of the new trace and its goroutine's history.
 		q := opQuery{kind: KindState, name: key, input: stateValue(s.log.last().After)}
-		if b := s.groupMatchLocked(sc, gid, lane, q, false); b >= 0 {
+		if b := s.groupMatchLocked(sc, gid, lane, q, false, nil); b >= 0 {
 			s.plan.takeOp(b)
 			s.advanceLocked(sc, gid, b)
 			s.noteCPLocked(s.log.n-1, b)
@@ -167,7 +167,7 @@ func (s *session) nodeCPLocked(sc *scope, gid uint64, lane int, name string) int
 		return -1
 	}
 	if lane > 0 || sc.free {
-		b := s.groupMatchLocked(sc, gid, lane, opQuery{kind: opNode, name: name}, true)
+		b := s.groupMatchLocked(sc, gid, lane, opQuery{kind: opNode, name: name}, true, nil)
 		if b >= 0 {
 			s.plan.takeOp(b)
 			s.advanceLocked(sc, gid, b)
@@ -620,9 +620,9 @@ func (s *session) markerCPLocked(sc *scope, gid uint64, lane int, free bool, kin
 		if kind == KindDecision || kind == KindParam {
 			q.input = s.redacted(computed)
 		}
-		b := s.groupMatchLocked(sc, gid, lane, q, false)
+		b := s.groupMatchLocked(sc, gid, lane, q, false, nil)
 		if b < 0 && !q.input.IsAbsent() {
-			b = s.groupMatchLocked(sc, gid, lane, q, true)
+			b = s.groupMatchLocked(sc, gid, lane, q, true, nil)
 		}
 		if b >= 0 {
 			m := p.markerAt[b]

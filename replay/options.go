@@ -64,6 +64,7 @@ type config struct {
 	scrub      []trace.Scrubber
 	strict     bool // StrictContext
 	build      *trace.Build
+	matchers   matchers // Match
 }
 
 // setMode records the mode an option asks for; asking for two different
@@ -169,6 +170,11 @@ func (c *config) checkReplay(p *Prepared) error {
 	}
 	if err := c.checkBuild(); err != nil {
 		return err
+	}
+	for _, m := range c.matchers {
+		if err := m.check(); err != nil {
+			return optionErrf("replay.Match: %v", err)
+		}
 	}
 	if c.runID != "" && c.runID == p.base.RunID {
 		return optionErrf("replay.RunID: %s is the run id of the trace replayed; a replay is a new run and needs a new id", c.runID)

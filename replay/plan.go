@@ -600,6 +600,30 @@ func (p *plan) match(kind CallKind, name, provider, model string, input trace.Va
 	return nil
 }
 
+// matchAny is match, then, when no pending call has an equal input, the
+// earliest pending call with the identity whose input the matchers ms
+// accept; by names the matchers ("" for an equal input). This lookup and
+// matchers.same are the one place a replay compares a live input with a
+// recorded one.
+func (p *plan) matchAny(ms matchers, kind CallKind, name, provider, model string, input trace.Value, path string, scoped bool) (r *rec, by string) {
+	if r := p.match(kind, name, provider, model, input, path, scoped); r != nil || len(ms) == 0 {
+		return r, ""
+	}
+	for i := p.cursor; i < len(p.calls); i++ {
+		c := &p.calls[i]
+		if p.state[i] != callPending || c.Kind != kind || scoped && (!c.free || p.scopeOf(c.event) != path) {
+			continue
+		}
+		if kind == KindTool && c.Call.Name != name || kind == KindLLM && (c.Call.Provider != provider || c.Call.Model != model) {
+			continue
+		}
+		if by, ok := ms.same(kind, name, provider, model, inputOf(c.Call), input); ok {
+			return c, by
+		}
+	}
+	return nil, ""
+}
+
 // nextMarker returns the next unconsumed recorded marker with the key and
 // name, or nil.
 func (p *plan) nextMarker(key, name string) (*markerRec, int32) {

@@ -66,6 +66,10 @@ type CallRecord struct {
 	Outcome  Outcome
 	EventID  string    // the call's event in the session's trace
 	Recorded *Recorded // the base call matched or served, if any
+	// MatchedBy names the user matchers ([Match]) through which the call
+	// matched Recorded although their inputs differ; "" when they are
+	// canonically equal or nothing was matched.
+	MatchedBy string
 }
 
 // Result is the outcome of Record or Replay.

@@ -400,7 +400,7 @@ func (t *transport) call(sc *scope, req *http.Request, e endpoint) (*http.Respon
 	switch d.act {
 	case actServe:
 		s.appendServedLocked(&ic, callID, model, d)
-		cr := s.noteCallLocked(&ic, callID, Served, d.rec)
+		cr := s.noteCallLocked(&ic, callID, Served, d.rec, d.by)
 		s.minted.bindServed(d.value)
 		s.mu.Unlock()
 		if d.failure != nil {
@@ -424,7 +424,7 @@ func (t *transport) call(sc *scope, req *http.Request, e endpoint) (*http.Respon
 			reason = "blocked by the director"
 		}
 		s.appendResultLocked(&ic, callID, model, trace.StatusSkipped, failureOutput("Blocked", reason), nil, nil)
-		cr := s.noteCallLocked(&ic, callID, Blocked, nil)
+		cr := s.noteCallLocked(&ic, callID, Blocked, nil, "")
 		s.mu.Unlock()
 		err := &BlockedError{Kind: ic.kind, Label: ic.label(), Reason: reason}
 		s.scrubErr(err)
@@ -434,12 +434,12 @@ func (t *transport) call(sc *scope, req *http.Request, e endpoint) (*http.Respon
 		s.scrubErr(d.err)
 		s.noteLocked(d.err)
 		s.appendFailureLocked(&ic, callID, model, d.err)
-		cr := s.noteCallLocked(&ic, callID, Failed, d.rec)
+		cr := s.noteCallLocked(&ic, callID, Failed, d.rec, "")
 		s.mu.Unlock()
 		s.observeAnswered(req.Context(), &ic, cr, model, d.err)
 		return nil, d.err
 	}
-	cr := s.noteCallLocked(&ic, callID, Executed, d.rec)
+	cr := s.noteCallLocked(&ic, callID, Executed, d.rec, d.by)
 	if gid == 0 {
 		gid = goid()
 		ic.gid, ic.lane = gid, s.laneLocked(sc, gid)

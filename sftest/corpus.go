@@ -67,7 +67,7 @@ func init() {
 }
 
 // CorpusOption configures [Corpus]: [Check], [Intended], [ForkOptions],
-// [Heal], [Budget] and [DryRun].
+// [Match], [Heal], [Budget] and [DryRun].
 type CorpusOption interface{ corpusOption() }
 
 type corpusCheck func(t *testing.T, base *trace.Trace) *fork.Variant
@@ -129,6 +129,20 @@ func (corpusForkOptions) corpusOption() {}
 // bundle's run; [Budget] caps the whole corpus.
 func ForkOptions(opts ...fork.Option) CorpusOption { return corpusForkOptions(opts) }
 
+type corpusMatch []replay.Matcher
+
+func (corpusMatch) corpusOption() {}
+
+// Match makes every run of [Corpus] match calls with the user matchers ms
+// (see [replay.Matcher]): the frozen replay of each bundle ([replay.Match])
+// and the runs that classify and heal them ([fork.Match]). A bundle whose
+// calls matched only through a matcher still replays, and a step matched
+// so is marked in its diff, not counted as a change.
+//
+//	sftest.Corpus(t, "testdata/corpus", agent,
+//		sftest.Match(replay.IgnoreTimestamps().Model("openai/gpt-4o")))
+func Match(ms ...replay.Matcher) CorpusOption { return corpusMatch(ms) }
+
 type corpusHeal string
 
 func (corpusHeal) corpusOption() {}
@@ -170,6 +184,7 @@ type corpusConfig struct {
 	check     corpusCheck
 	classify  bool // Intended, ForkOptions, a heal or a dry run: bundles run through fork.Heal
 	forkOpts  []fork.RunOption
+	matchers  []replay.Matcher
 	heal      *regexp.Regexp // the bundles to heal, nil for none
 	healText  string
 	budget    float64
@@ -194,6 +209,8 @@ func corpusOptions(opts []CorpusOption) (*corpusConfig, error) {
 			for _, fo := range o {
 				c.forkOpts = append(c.forkOpts, fo)
 			}
+		case corpusMatch:
+			c.matchers = append(c.matchers, o...)
 		case corpusHeal:
 			if pattern == "" {
 				pattern = string(o)
@@ -222,6 +239,9 @@ func corpusOptions(opts []CorpusOption) (*corpusConfig, error) {
 	}
 	if c.heal != nil || c.dry {
 		c.classify = true
+	}
+	if len(c.matchers) > 0 {
+		c.forkOpts = append(c.forkOpts, fork.Match(c.matchers...))
 	}
 	if c.check != nil && c.classify {
 		return nil, errors.New("sftest.Check cannot be combined with sftest.Intended, ForkOptions, a heal or a dry run: a check decides what each bundle runs; fork inside it with the intended changes instead")
@@ -445,7 +465,7 @@ func runBundle(t testing.TB, b corpusBundle, agent replay.Agent, cfg *corpusConf
 	case cfg.classify:
 		return classifyBundle(t, b, tr, agent, cfg, plan, r)
 	case cfg.check == nil:
-		if _, err := replay.Replay(t.Context(), tr, agent); err != nil {
+		if _, err := replay.Replay(t.Context(), tr, agent, replay.Match(cfg.matchers...)); err != nil {
 			msg := divergenceReport("sftest.Corpus", b.path, err)
 			t.Errorf("%s\nif the change is intended, declare it (sftest.Intended) or heal the bundle:\n\t-%s='^%s$'\nor record it again with:\n\t-%s='^%s$'",
 				msg, HealFlag, regexpQuote(b.name), RecordFlag, regexpQuote(b.name))

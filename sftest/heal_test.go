@@ -585,3 +585,54 @@ func TestCorpusHealRefused(t *testing.T) {
 		t.Error("a bundle the guard stopped was rewritten")
 	}
 }
+
+// TestCorpusTimeInPrompt: the triage agent writes the current time into
+// the prompt of its decision. A matcher that ignores timestamps keeps the
+// frozen replay of the corpus, memoized forks and the diff working; with
+// the prompt edit declared too, the corpus still classes 20 intended and
+// 10 changed bundles.
+func TestCorpusTimeInPrompt(t *testing.T) {
+	t.Parallel()
+	m := newChatModel(t)
+	world := &triageWorld{}
+	dir := t.TempDir()
+	recorded := func() string { return "2026-03-14T09:30:00Z" }
+	now := func() string { return time.Now().UTC().Format(time.RFC3339Nano) }
+	writeTriageCorpus(t, dir, triageAgent(m, world, oldDecidePrompt, recorded))
+	m.reset()
+	agent := triageAgent(m, world, oldDecidePrompt, now)
+	ignore := replay.IgnoreTimestamps().Model("openai/fake-4o")
+
+	res := sftest.Corpus(t, dir, agent, sftest.Match(ignore))
+	for _, e := range res.Entries {
+		if e.Outcome != "replayed" || !e.Passed {
+			t.Errorf("%s: %s", e.Name, e.Outcome)
+		}
+	}
+	base := sftest.Load(t, filepath.Join(dir, "run-12.sftrace"))
+	v := sftest.Fork(t, base, fork.Start(), agent, fork.Memoize(), fork.Match(ignore))
+	if v.LiveModelCalls != 0 || v.Class != fork.ClassUnchanged || v.Diff.Matched != 1 {
+		t.Errorf("memoized fork: %d live calls, class %s, %d matched\n%s", v.LiveModelCalls, v.Class, v.Diff.Matched, v.Diff.Explain())
+	}
+	if m.calls.Load() != 0 {
+		t.Errorf("the model was called %d times", m.calls.Load())
+	}
+
+	edited := triageAgent(m, world, newDecidePrompt, now)
+	classes := map[fork.Class]int{}
+	for i := range healTickets {
+		tr, err := trace.Load(filepath.Join(dir, fmt.Sprintf("run-%02d.sftrace", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := fork.Heal(context.Background(), tr, edited, fork.Match(ignore),
+			fork.PromptReplace("decide", oldDecidePrompt, newDecidePrompt), fork.Allow("escalate"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		classes[v.Class]++
+	}
+	if classes[fork.ClassIntended] != 20 || classes[fork.ClassChanged] != 10 {
+		t.Errorf("classes %v, want 20 intended and 10 changed", classes)
+	}
+}
