@@ -134,6 +134,16 @@
 // The first divergence is kept in [Result.Divergence] even when the agent
 // swallows the error.
 //
+// # Matching you decide
+//
+// Inputs are compared canonically. [Match] adds user matchers ([Matcher]:
+// [IgnoreFields], [IgnoreTimestamps], [SortList], [Normalize], [MatchFunc],
+// for every call or narrowed to a tool or a model): a live input that
+// differs from the recorded one only in what they accept is matched with
+// it, at the cursor, in concurrent groups and for a Director, and the
+// call reports the matchers it matched through ([CallRecord.MatchedBy]).
+// The new trace records the input the agent sent.
+//
 // # Concurrent work
 //
 // A recording notes which goroutine made each operation, relative to the
