@@ -21,6 +21,10 @@ func FuzzParseInfo(f *testing.F) {
 	f.Add([]byte(`{"schema_version":1,"kind":"static","run_id":"run_b","parent_run_id":"run_a","parent_trace_path":null,`+
 		`"fork_point":"step 1","fork_point_step":1,"fork_point_event_id":"evt_002","fork_timestamp":"2026-03-14T09:30:00Z",`+
 		`"overrides_applied":0,"overrides":[]}`), "run_b")
+	f.Add([]byte(`{"schema_version":1,"kind":"heal","run_id":"run_b","parent_run_id":"run_a","parent_trace_path":"a.sftrace",`+
+		`"fork_point":"at the start","fork_point_step":0,"fork_point_event_id":"evt_001","fork_timestamp":"2026-03-14T09:30:00Z",`+
+		`"overrides_applied":0,"overrides":[],"changes":[{"kind":"code_fields","target":"*","fields":["system"]}],"policy":"replay",`+
+		`"memoize":true,"matchers":["ignore timestamps (model 'openai/gpt-4o')"]}`), "run_b")
 	f.Fuzz(func(t *testing.T, data []byte, runID string) {
 		info, err := parseInfo(data, runID)
 		if err != nil {
@@ -50,6 +54,7 @@ func FuzzParseChanges(f *testing.F) {
 		Model("write", "gpt-4o"), Temperature("all", 0.2),
 		State{Set: map[string]any{"a": 1}, Delete: []string{"b"}}, Decision("route", "b"), Param("n", 3),
 		HumanResponse("approved", map[string]any{"note": "ok"}),
+		CodeFields(All, "system", `messages[*]["content"]`), NewInTail(CodeFields("write", "a.b")),
 	}
 	for _, c := range seeds {
 		v, _ := trace.ArrayValue(c.Wire())

@@ -16,6 +16,7 @@ func FuzzRead(f *testing.F) {
 		`{"kind":"entry","corpus":"TestCorpus","name":"run-07","outcome":"diverged","divergence":"call #2","path":"/x/run-07.sftrace"}` + "\n" +
 			`{"kind":"used","path":"/x/run-07.sftrace"}` + "\n",
 		`{"kind":"entry","passed":true,"incurred_cost_usd":0.25}`,
+		`{"kind":"entry","corpus":"C","name":"run-03","outcome":"changed","passed":true,"incurred_cost_usd":0.0004,"healed":true,"tail":"tail from model call 'a' at step 8","live_calls":3,"tokens":121,"module":"example.com/a","version":"(devel)","revision":"46b7ad0c4abd","revision_time":"2026-03-14T09:30:00Z"}` + "\n",
 		"\n\n",
 		`{"kind":"bogus"}`,
 		`{"kind":"entry","extra":1}`,

@@ -78,6 +78,12 @@ func fromRunDiff(rd *diff.Result) *diffSection {
 		for _, c := range sd.Changes {
 			st.Changes = append(st.Changes, changeOf(c.Path, string(c.Kind), c.Expected, c.Actual))
 		}
+		switch {
+		case sd.Intended != "":
+			st.Why = "intended: " + sd.Intended
+		case sd.MatchedBy != "":
+			st.Why = "matched by " + sd.MatchedBy
+		}
 		if sd.Base != nil {
 			st.BasePayload = sd.Base.Payload
 		}

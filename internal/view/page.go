@@ -310,6 +310,9 @@ type diffStep struct {
 	V       *diffSide `json:"v"`
 	Div     bool      `json:"div,omitempty"`
 	Changes []change  `json:"ch,omitempty"`
+	// Why says why a differing step is not a change of behaviour: "intended:
+	// prompt of 'decide'", "matched by ignore timestamps" (diff.Result.Mark).
+	Why string `json:"why,omitempty"`
 
 	BasePayload, VariantPayload trace.Value `json:"-"`
 }

@@ -301,3 +301,16 @@ func TestRunPageShowsTheCode(t *testing.T) {
 		t.Errorf("the run page lacks %s", want)
 	}
 }
+
+// TestDiffPageSaysWhy: a step an intended change explains, or that
+// matched through a user matcher, says so on the page.
+func TestDiffPageSaysWhy(t *testing.T) {
+	t.Parallel()
+	base, v := bookingFork(t)
+	d := diff.Runs(base, v)
+	d.Mark(func(s *diff.Step) (string, string) { return "", "tool result of step 11" })
+	page := render(t, ResultPage(d))
+	if want := `<span class="badge why">intended: tool result of step 11</span>`; !strings.Contains(page, want) {
+		t.Errorf("the diff page lacks %s", want)
+	}
+}

@@ -346,6 +346,7 @@
       d.appendChild(half(s.v));
       var end = el('span', 'end');
       if (s.div) end.appendChild(el('span', 'badge bad', 'first divergence'));
+      if (s.why) end.appendChild(el('span', 'badge why', s.why));
       if (s.ch) end.appendChild(el('span', 'meta', ' ' + s.ch.length + ' field(s)'));
       d.appendChild(end);
     }
