@@ -37,8 +37,8 @@ func init() {
 }
 
 // HealFlag is the name of the command-line flag that makes [Corpus] heal
-// the bundles whose name matches its regexp: go test -run TestTriage
-// -stepfork.heal=. (see Corpus). Beside it, -stepfork.heal.budget=USD caps
+// the bundles whose name matches its regexp, and [Record] the traces: go
+// test -run TestTriage -stepfork.heal=. (see Corpus). Beside it, -stepfork.heal.budget=USD caps
 // what the whole heal may cost ([Budget]) and -stepfork.heal.dryrun only
 // estimates it ([DryRun]). Like -stepfork.record, the flags are defined
 // only in test binaries (testing.Testing).

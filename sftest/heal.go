@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -249,4 +250,51 @@ func saveHealed(t testing.TB, b corpusBundle, v *fork.Variant) error {
 		return fmt.Errorf("the healed bundle does not load: %w", err)
 	}
 	return verify(t.Context(), b.path, back)
+}
+
+// healRecord heals the trace Record called name (at p, loaded as tr) when
+// -stepfork.heal matches name, and returns the healed trace; nil when the
+// flag does not name it.
+func healRecord(t testing.TB, name, p string, tr *trace.Trace, agent replay.Agent) *trace.Trace {
+	t.Helper()
+	if *healFlag == "" {
+		return nil
+	}
+	re, err := regexp.Compile(*healFlag)
+	if err != nil {
+		t.Fatalf("sftest.Record: -%s=%q is not a valid regexp: %v", HealFlag, *healFlag, err)
+	}
+	if !re.MatchString(name) {
+		return nil
+	}
+	var opts []fork.RunOption
+	if *healBudSet {
+		opts = append(opts, fork.Budget(*healBudget))
+	}
+	if *healDryRun {
+		opts = append(opts, fork.DryRun())
+	}
+	v, err := fork.Heal(t.Context(), tr, agent, opts...)
+	if err != nil {
+		t.Fatalf("sftest.Record: healing %s: %v", p, err)
+	}
+	switch {
+	case v.Status == fork.StatusDryRun:
+		t.Logf("sftest.Record: estimated, nothing run live: %s would heal from %s, ~%s over %d model call(s)", p, v.FirstLive, usd.Format(v.Estimate.CostUSD), v.Estimate.ModelCalls)
+		return tr
+	case v.Status == fork.StatusBlocked:
+		s := v.Suppressed[0]
+		t.Fatalf("sftest.Record: %s cannot be healed: the agent now calls tool '%s' (step %d), which the recording cannot answer with this input; the trace is left as it was. Record it again (-%s) to run its tools live.\n%s",
+			p, s.Tool, s.Step, RecordFlag, s.Reason)
+	case v.Class == fork.ClassUnchanged:
+		t.Logf("sftest.Record: %s reproduces: nothing to heal", p)
+		return tr
+	}
+	unlock := lockPath(p)
+	defer unlock()
+	if err := v.Trace.Clone().Save(p, trace.Overwrite()); err != nil {
+		t.Fatalf("sftest.Record: healing %s: %v", p, err)
+	}
+	t.Logf("sftest.Record: healed %s (%s): %s", p, v.Class, spent(v))
+	return Load(t, p)
 }

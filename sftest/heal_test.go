@@ -636,3 +636,48 @@ func TestCorpusTimeInPrompt(t *testing.T) {
 		t.Errorf("classes %v, want 20 intended and 10 changed", classes)
 	}
 }
+
+// TestChildRecordHeal runs sftest.Record in a new process, in the
+// directory SFTEST_DIR, with the triage agent whose decide prompt is
+// SFTEST_PROMPT.
+func TestChildRecordHeal(t *testing.T) {
+	child(t)
+	if err := os.Chdir(os.Getenv("SFTEST_DIR")); err != nil {
+		t.Fatal(err)
+	}
+	m := newChatModel(t)
+	t.Cleanup(func() { t.Logf("live model calls: %d", m.calls.Load()) })
+	sftest.Record(t, "triage", triageAgent(m, &triageWorld{}, os.Getenv("SFTEST_PROMPT"), nil), healTicket(15))
+}
+
+// TestRecordHeals: after the prompt edit, sftest.Record fails and says how
+// to heal; -stepfork.heal heals the trace from the edited call on (two
+// live model calls of three), after which it replays frozen.
+func TestRecordHeals(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	m := newChatModel(t)
+	if _, err := replay.Record(context.Background(), "triage", healTicket(15), triageAgent(m, &triageWorld{}, oldDecidePrompt, nil),
+		replay.SaveTo(filepath.Join(dir, "testdata", "triage.sftrace"))); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (string, bool) {
+		exe, _ := os.Executable()
+		cmd := exec.Command(exe, append([]string{"-test.run=^TestChildRecordHeal$", "-test.v"}, args...)...)
+		cmd.Env = append(os.Environ(), "SFTEST_CHILD=1", "SFTEST_DIR="+dir, "SFTEST_PROMPT="+newDecidePrompt)
+		out, err := cmd.CombinedOutput()
+		return string(out), err == nil
+	}
+	out, ok := run()
+	if ok || !strings.Contains(out, "heal it (the tail from the divergence runs live):") || !strings.Contains(out, "go test -run '^TestChildRecordHeal$' -stepfork.heal='^triage$'") {
+		t.Fatalf("an edited agent replayed the old recording, or did not say how to heal:\n%s", out)
+	}
+	out, ok = run("-stepfork.heal=.")
+	if !ok || !strings.Contains(out, "sftest.Record: healed testdata/triage.sftrace (changed): tail from model call 'openai/fake-4o' at step 8: 1 live model call(s)") ||
+		!strings.Contains(out, "live model calls: 1") {
+		t.Fatalf("the heal:\n%s", out)
+	}
+	if out, ok = run(); !ok || !strings.Contains(out, "live model calls: 0") {
+		t.Fatalf("the healed trace does not replay frozen:\n%s", out)
+	}
+}

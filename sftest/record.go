@@ -145,10 +145,17 @@ func verify(ctx context.Context, path string, tr *trace.Trace) error {
 //     agent runs for real (replay.Record) and its trace is written to
 //     testdata/NAME.sftrace, replacing what was there. A run whose agent
 //     returns an error is recorded too: it is a failed run.
+//   - With go test -stepfork.heal=REGEXP ([HealFlag]) and a regexp matching
+//     name, the committed trace is healed ([fork.Heal]): the agent runs
+//     against it, served where the recording answers, live from where it
+//     first departs from it (models live; a tool the recording cannot
+//     answer fails the test, naming it), and the new run replaces the
+//     trace when it differs. The test logs where the tail started and what
+//     it spent.
 //   - Otherwise the committed trace is loaded and the agent replayed against
 //     it (frozen: nothing executes). The test fails when the trace is
 //     missing, when input is not the recorded input, or when the replay
-//     diverges; each message says how to record again.
+//     diverges; each message says how to heal or record again.
 //
 // The flag is defined only in test binaries and is not -update, so it never
 // collides with golden-file libraries. name is the trace's name, not the
@@ -215,9 +222,12 @@ func Record(t testing.TB, name string, input any, agent replay.Agent, opts ...Re
 		t.Fatalf("sftest.Record: the input differs from the one recorded in %s; record it again with:\n\t%s\ninput (-recorded +given):\n%s",
 			p, again, indent(cmp.Diff(plain(got), plain(want))))
 	}
-	if _, err := replay.Replay(t.Context(), tr, agent); err != nil {
-		t.Fatalf("%s\nthe agent no longer reproduces %s; if that is intended, record it again with:\n\t%s",
-			divergenceReport("sftest.Record", p, err), p, again)
+	if healed := healRecord(t, name, p, tr, agent); healed != nil {
+		tr = healed
+	} else if _, err := replay.Replay(t.Context(), tr, agent); err != nil {
+		heal := fmt.Sprintf("go test -run '%s' -%s='^%s$'", runPattern(t.Name()), HealFlag, regexp.QuoteMeta(name))
+		t.Fatalf("%s\nthe agent no longer reproduces %s; if that is intended, heal it (the tail from the divergence runs live):\n\t%s\nor record it again with:\n\t%s",
+			divergenceReport("sftest.Record", p, err), p, heal, again)
 	}
 	if *exploreFlag != "" {
 		exploreAt(t, "Record", tr, agent)
