@@ -647,7 +647,7 @@ func TestChildRecordHeal(t *testing.T) {
 	}
 	m := newChatModel(t)
 	t.Cleanup(func() { t.Logf("live model calls: %d", m.calls.Load()) })
-	sftest.Record(t, "triage", triageAgent(m, &triageWorld{}, os.Getenv("SFTEST_PROMPT"), nil), healTicket(15))
+	sftest.Record(t, "triage", healTicket(15), triageAgent(m, &triageWorld{}, os.Getenv("SFTEST_PROMPT"), nil))
 }
 
 // TestRecordHeals: after the prompt edit, sftest.Record fails and says how
