@@ -99,11 +99,32 @@ func TestExploreSession(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Skip("the terminal is /dev/tty")
 	}
+	// CI machines set CI=true, which refuses a session (TestExploreRefusedInCI):
+	// this test is the person at the terminal.
+	t.Setenv("CI", "")
 	term := &buffer{}
 	urls := make(chan string, 2)
 	restore := sftest.SetExploreHooks(func(u string) { urls <- u }, func() io.WriteCloser { return term })
 	defer restore()
 	setExplore(t, "^TestExploreSession/(explored|interrupted)$")
+	// served is closed when a subtest has returned: its session, if one
+	// started, was served in its cleanups, so a driver still waiting for an
+	// address then waits for nothing and says so instead of hanging.
+	served := make(chan struct{})
+	next := func() (string, bool) {
+		select {
+		case u := <-urls:
+			return u, true
+		case <-served:
+			select {
+			case u := <-urls:
+				return u, true
+			default:
+				t.Error("no explore session started")
+				return "", false
+			}
+		}
+	}
 
 	var got struct {
 		snippet string
@@ -112,7 +133,11 @@ func TestExploreSession(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		s := session{t: t, url: <-urls}
+		u, ok := next()
+		if !ok {
+			return
+		}
+		s := session{t: t, url: u}
 		var points []struct {
 			Step    int  `json:"step"`
 			Failure bool `json:"failure"`
@@ -151,6 +176,7 @@ func TestExploreSession(t *testing.T) {
 		v := sftest.Fork(t, base, fork.Failure(), refund.Agent)
 		assert.Equivalent(t, v) // the test runs as it would have; the session follows
 	})
+	close(served)
 	<-done
 	if got.status != "completed" {
 		t.Errorf("the session's fork ended %q, want completed", got.status)
@@ -167,14 +193,20 @@ func TestExploreSession(t *testing.T) {
 	}
 
 	// Ctrl-C ends a session too, and the test goes on.
+	served = make(chan struct{})
+	interrupted := make(chan struct{})
 	go func() {
-		<-urls
-		syscall.Kill(os.Getpid(), syscall.SIGINT)
+		defer close(interrupted)
+		if _, ok := next(); ok {
+			syscall.Kill(os.Getpid(), syscall.SIGINT)
+		}
 	}()
 	t.Run("interrupted", func(t *testing.T) {
 		base := loadRefund(t)
 		sftest.Replay(t, base, refund.Agent)
 	})
+	close(served)
+	<-interrupted
 	if out := term.String(); !strings.Contains(out, "interrupted ended by Ctrl-C") {
 		t.Errorf("the terminal was told:\n%s", out)
 	}
