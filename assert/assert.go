@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/stepfork/stepfork/internal/failures"
 	"github.com/stepfork/stepfork/trace"
 )
 
@@ -45,6 +46,10 @@ type checkError struct {
 	msg   string
 	kind  error
 	cause error
+	// step, when set, is the step the failure is about (the variant's, or
+	// the base's for what only the base did), for the page of the failed
+	// test: the first divergence of a diverging check.
+	step *int
 }
 
 func (e *checkError) Error() string { return e.msg }
@@ -91,6 +96,11 @@ func report(t TestingT, err error, msgAndArgs []any) bool {
 	if m := messageFromMsgAndArgs(msgAndArgs); m != "" {
 		text += "\nMessages:   " + m
 	}
+	step := -1
+	if ce, ok := err.(*checkError); ok && ce.step != nil {
+		step = *ce.step
+	}
+	failures.Note(t, text, step, 1) // for the page sftest writes of the failed test
 	t.Errorf("%s", text)
 	return false
 }

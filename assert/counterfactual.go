@@ -122,8 +122,8 @@ func CheckEquivalent[C Counterfactual](c C) error {
 		if s.d.Equivalent() {
 			return nil
 		}
-		return mismatchf("expected the variant to behave like the base; it diverged at %s\n%s",
-			describeDivergence(s.d), strings.TrimRight(s.d.Explain(), "\n"))
+		return atDivergence(mismatchf("expected the variant to behave like the base; it diverged at %s\n%s",
+			describeDivergence(s.d), strings.TrimRight(s.d.Explain(), "\n")), s.d.Divergence)
 	})
 }
 
@@ -232,7 +232,25 @@ func divergesAt(s subject, want, node string, match func(dv *diff.Divergence) bo
 			where = " (outside any node)"
 		}
 	}
-	return mismatchf("expected the runs to diverge %s; they diverged at %s%s", want, describeDivergence(s.d), where)
+	return atDivergence(mismatchf("expected the runs to diverge %s; they diverged at %s%s", want, describeDivergence(s.d), where), dv)
+}
+
+// atDivergence notes on err the step of the divergence dv: the variant's,
+// or the base's for a step only the base has.
+func atDivergence(err error, dv *diff.Divergence) error {
+	ce, ok := err.(*checkError)
+	if !ok || dv == nil {
+		return err
+	}
+	side := dv.Variant
+	if side == nil {
+		side = dv.Base
+	}
+	if side != nil {
+		n := side.Step
+		ce.step = &n
+	}
+	return ce
 }
 
 // nodesOf lists the nodes the diverging step is in, innermost first: the

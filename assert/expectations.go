@@ -109,7 +109,7 @@ func parseExpectations(data []byte, file string) (*Expectations, error) {
 		}
 		var ce *checkError
 		if errors.As(err, &ce) {
-			return &checkError{file + ": " + ce.msg, ce.kind, ce.cause}
+			return &checkError{msg: file + ": " + ce.msg, kind: ce.kind, cause: ce.cause, step: ce.step}
 		}
 		return fmt.Errorf("%s: %w", file, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/stepfork/stepfork/assert"
 	"github.com/stepfork/stepfork/fork"
 	"github.com/stepfork/stepfork/internal/corpus"
+	"github.com/stepfork/stepfork/internal/failures"
 	"github.com/stepfork/stepfork/internal/outcome"
 	"github.com/stepfork/stepfork/internal/shard"
 	"github.com/stepfork/stepfork/replay"
@@ -87,6 +88,7 @@ func Sweep(t *testing.T, base *trace.Trace, at fork.At, agent replay.Agent, vari
 		t.Log(sweepSummary(sw, results))
 		writeSweepResults(t, sw, sh, all, results)
 	})
+	parent := t
 	for i := range sw.Entries {
 		e := &sw.Entries[i]
 		t.Run(e.Name, func(t *testing.T) {
@@ -100,6 +102,14 @@ func Sweep(t *testing.T, base *trace.Trace, at fork.At, agent replay.Agent, vari
 				t.Fatalf("sftest.Sweep: variant %q did not run: %v", e.Name, e.Err)
 			}
 			reportOnFailure(t, e.Variant)
+			// The variant's failed assertions go on the sweep's page too
+			// (this runs before the subtest's are forgotten).
+			t.Cleanup(func() {
+				for _, f := range failures.Of(t) {
+					f.Variant = e.Name
+					failures.Keep(parent, f)
+				}
+			})
 			if check != nil {
 				check(t, e.Name, e.Variant)
 			}

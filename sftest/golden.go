@@ -17,6 +17,7 @@ import (
 
 	"github.com/stepfork/stepfork/fork"
 	"github.com/stepfork/stepfork/internal/clip"
+	"github.com/stepfork/stepfork/internal/failures"
 	"github.com/stepfork/stepfork/internal/outcome"
 	"github.com/stepfork/stepfork/internal/readlimit"
 	"github.com/stepfork/stepfork/internal/usd"
@@ -60,10 +61,31 @@ func Golden(t *testing.T, v any, opts ...autogold.Option) {
 		t.Logf("sftest.Golden: if the rendering differs from the golden file or the file does not exist, accept the rendering with:\n\tgo test -run '%s' -update", again)
 	case os.IsNotExist(err):
 		t.Logf("sftest.Golden: %s does not exist; create it with:\n\tgo test -run '%s' -update", file, again)
+		failures.Note(t, fmt.Sprintf("%s does not exist; create it with: go test -run '%s' -update", file, again), -1, 0)
 	default:
 		t.Logf("sftest.Golden: the rendering differs from %s; if the change is intended, accept it with:\n\tgo test -run '%s' -update", file, again)
+		failures.Note(t, fmt.Sprintf("the rendering differs from %s%s", file, firstDifferentLine(string(want), text)), -1, 0)
 	}
 	autogold.ExpectFile(t, autogold.Raw(text), opts...)
+}
+
+// firstDifferentLine says where want and got first differ: ", first at
+// line 7:\n  want: …\n  got:  …" ("" when they do not).
+func firstDifferentLine(want, got string) string {
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	for i := 0; i < max(len(w), len(g)); i++ {
+		var a, b string
+		if i < len(w) {
+			a = w[i]
+		}
+		if i < len(g) {
+			b = g[i]
+		}
+		if a != b || i >= len(w) || i >= len(g) {
+			return fmt.Sprintf(", first at line %d:\n  want: %s\n  got:  %s", i+1, a, b)
+		}
+	}
+	return ""
 }
 
 // updating reports whether autogold's -update flag is set.

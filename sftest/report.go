@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/stepfork/stepfork/fork"
+	"github.com/stepfork/stepfork/internal/failures"
 	"github.com/stepfork/stepfork/internal/view"
 	"github.com/stepfork/stepfork/replay"
 	"github.com/stepfork/stepfork/trace"
@@ -25,7 +26,11 @@ import (
 // view` shows: for a variant its fork point, changes and guard, the diff
 // against its base, both runs aligned with the first divergence marked, and
 // its timeline; for a sweep the table of its variants) and logs its path
-// in the test's output, right after the failure:
+// in the test's output, right after the failure. The page starts with
+// every assertion of the test that failed (package assert's, and Golden's
+// mismatch): the assertion and the test's line that called it, its
+// message, and a link to the step it names, or, on a sweep's page, to the
+// variant whose check failed:
 //
 //	sftest: the page of this failure: /tmp/reports/TestRefund/fork-1.html
 //
@@ -92,6 +97,10 @@ func reportOnFailure(t testing.TB, subject any) {
 	if subject == nil {
 		return
 	}
+	if failures.Watch(t) {
+		// Registered before the page's cleanup, so run after it.
+		t.Cleanup(func() { failures.Forget(t) })
+	}
 	t.Cleanup(func() {
 		if !t.Failed() {
 			return
@@ -100,6 +109,7 @@ func reportOnFailure(t testing.TB, subject any) {
 		if page == nil {
 			return
 		}
+		page.WithFailures(failures.Of(t))
 		root := reportRoot(t)
 		if root == "" {
 			if _, done := hinted.LoadOrStore(t, true); !done {

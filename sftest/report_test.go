@@ -36,11 +36,24 @@ func TestReportPages(t *testing.T) {
 		out         string   // in the output
 	}{
 		{"fork", "TestChildReportFork", func(d string) []string { return []string{"-stepfork.report=" + d} },
-			1, "TestChildReportFork", []string{"first divergence", "prompt of &#39;decide&#39;", "Fork"}, "expected tool 'issue_refund' to be called"},
+			1, "TestChildReportFork", []string{"first divergence", "prompt of &#39;decide&#39;", "Fork",
+				// Every failed assertion first, with its message and a link to its step.
+				`<main>
+<section class="card failures" aria-label="failed assertions" id="failures">
+  <h2 class="error-text">2 failed assertion(s)</h2>`,
+				`<code class="f-assertion">assert.ToolCalled</code> <span class="muted">at report_test.go:`,
+				`expected tool &#39;issue_refund&#39; to be called`,
+				`<code class="f-assertion">assert.DivergesAtStep</code> <span class="muted">at report_test.go:`,
+				`<a class="f-link" href="#d-4">go to step 7</a>`,
+				`expected the runs to diverge at step 2; they diverged at steps 7–8: llm &#39;fake/fake-1&#39; changed`},
+			"expected tool 'issue_refund' to be called"},
 		{"sweep", "TestChildReportSweep", func(d string) []string { return []string{"-stepfork.report=" + d} },
-			2, "TestChildReportSweep", []string{"first divergence"}, "--- FAIL: TestChildReportSweep/approval"},
+			2, "TestChildReportSweep", []string{"first divergence", "1 failed assertion(s)", `<code class="f-assertion">assert.Status</code>`,
+				"expected the variant to end failed; it completed"}, "--- FAIL: TestChildReportSweep/approval"},
 		{"golden", "TestChildGoldenMismatch", func(d string) []string { return []string{"-stepfork.report=" + d} },
-			1, "TestChildGoldenMismatch", []string{"Run timeline", "stepfork view"}, "sftest.Golden: the rendering differs"},
+			1, "TestChildGoldenMismatch", []string{"Run timeline", "stepfork view", "1 failed assertion(s)",
+				`<code class="f-assertion">sftest.Golden</code>`, "the rendering differs from testdata/TestChildGoldenMismatch.golden, first at line "},
+			"sftest.Golden: the rendering differs"},
 		{"artifacts", "TestChildReportFork", func(d string) []string { return []string{"-test.artifacts", "-test.outputdir=" + d} },
 			1, "", []string{"first divergence"}, "--- FAIL: TestChildReportFork"},
 		{"off", "TestChildReportFork", func(string) []string { return nil },
@@ -89,6 +102,7 @@ func TestChildReportFork(t *testing.T) {
 	v := sftest.Fork(t, loadRefund(t), fork.Failure(), refund.Agent,
 		fork.Prompt("decide", "Refunds above the policy limit need approval."), fork.Memoize())
 	assert.ToolCalled(t, v, "issue_refund") // fails: the fix asks for approval instead
+	assert.DivergesAtStep(t, v, 2)          // fails: it diverges at the model call, steps 7–8
 }
 
 func TestChildReportSweep(t *testing.T) {

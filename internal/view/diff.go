@@ -110,7 +110,7 @@ func sideOf(b *trace.BehaviorStep) *diffSide {
 	if b == nil {
 		return nil
 	}
-	sd := &diffSide{Index: b.Index, Type: string(b.Type), Label: b.Label, EventID: b.EventID, Step: b.Step, Where: b.Where(), ResultID: b.ResultID}
+	sd := &diffSide{Index: b.Index, Type: string(b.Type), Label: b.Label, EventID: b.EventID, Step: b.Step, ResultStep: b.ResultStep, Where: b.Where(), ResultID: b.ResultID}
 	if st, ok := b.Payload.Get("status").Str(); ok {
 		sd.Status = st
 	} else if st, ok := b.Payload.Get("run_status").Str(); ok {

@@ -8,8 +8,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"time"
 
+	"github.com/stepfork/stepfork/internal/failures"
 	"github.com/stepfork/stepfork/internal/usd"
 	"github.com/stepfork/stepfork/trace"
 )
@@ -29,6 +33,76 @@ type Page struct {
 	// Embedded are the pages a sweep's rows open, when they are in this
 	// page (a written file) rather than behind links (the server).
 	Embedded []*embedded
+
+	// Failures are the failed assertions of the test the page was written
+	// for, shown first (WithFailures); TestFailed says the page is that of
+	// a failed test, which may have failed without any.
+	Failures   []pageFailure
+	TestFailed bool
+}
+
+// pageFailure is a failed assertion as the page shows it: which, where,
+// its message, and a link to the step it names.
+type pageFailure struct {
+	failures.Failure
+	Step     int    // the step it is about, -1 for none
+	Link     string // where that step (or the variant) is on the page ("" when it is not)
+	LinkText string
+}
+
+// stepNamed finds the first step number a message names: "step 9",
+// "steps 7–8".
+var stepNamed = regexp.MustCompile(`\bsteps? (\d+)`)
+
+// WithFailures makes p the page of a failed test: its failed assertions
+// first, each with its message and a link to the step it is about (the one
+// the assertion gave, else the first its message names; in the aligned
+// steps when the page has a diff, else in the timeline) or to the sweep's
+// variant whose check failed. A test that failed with none (t.Error in the
+// test itself) says where its failures are.
+func (p *Page) WithFailures(fs []failures.Failure) *Page {
+	p.TestFailed = true
+	for _, f := range fs {
+		pf := pageFailure{Failure: f, Step: f.Step}
+		if m := stepNamed.FindStringSubmatch(f.Message); pf.Step < 0 && m != nil {
+			pf.Step, _ = strconv.Atoi(m[1])
+		}
+		switch {
+		case f.Variant != "":
+			for _, e := range p.Embedded {
+				if e.Name == f.Variant {
+					pf.Link, pf.LinkText = "#"+e.ID, "go to variant "+f.Variant
+				}
+			}
+		case pf.Step >= 0:
+			pf.Link, pf.LinkText = p.linkToStep(pf.Step), fmt.Sprintf("go to step %d", pf.Step)
+		}
+		p.Failures = append(p.Failures, pf)
+	}
+	return p
+}
+
+// linkToStep is the address of the page's row holding the event at step
+// n: the aligned step of the diff that holds it (the variant's first), else
+// the row of the first run's timeline.
+func (p *Page) linkToStep(n int) string {
+	if p.Diff != nil {
+		for _, side := range []func(*diffStep) *diffSide{func(s *diffStep) *diffSide { return s.V }, func(s *diffStep) *diffSide { return s.B }} {
+			for _, st := range p.Diff.Steps {
+				if sd := side(st); sd != nil && (sd.Step == n || sd.ResultStep == n) {
+					return fmt.Sprintf("#d-%d", st.I)
+				}
+			}
+		}
+	}
+	for _, rs := range p.Runs {
+		for _, it := range rs.Timeline.Rows {
+			if slices.Contains(it.Steps, n) && it.Kind != "node" && it.Kind != "group" {
+				return fmt.Sprintf("#row-%d", it.Row)
+			}
+		}
+	}
+	return ""
 }
 
 type embedded struct {
@@ -319,12 +393,13 @@ type diffStep struct {
 
 // diffSide is one run's step of an entry.
 type diffSide struct {
-	Index    int    `json:"i"`
-	Type     string `json:"t"`
-	Label    string `json:"n"`
-	EventID  string `json:"id"`
-	Step     int    `json:"st"`
-	Where    string `json:"w"` // the step numbers of its events: "steps 10–11"
-	ResultID string `json:"rid,omitempty"`
-	Status   string `json:"s,omitempty"`
+	Index      int    `json:"i"`
+	Type       string `json:"t"`
+	Label      string `json:"n"`
+	EventID    string `json:"id"`
+	Step       int    `json:"st"`
+	ResultStep int    `json:"-"`
+	Where      string `json:"w"` // the step numbers of its events: "steps 10–11"
+	ResultID   string `json:"rid,omitempty"`
+	Status     string `json:"s,omitempty"`
 }

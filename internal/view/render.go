@@ -91,6 +91,24 @@ var funcs = template.FuncMap{
 	"maxStatic": func() int { return maxStaticRows },
 	"runArgs":   func(i int, r *runSection) runArgs { return runArgs{i, r} },
 	"join":      strings.Join,
+	"path":      pathBreaks,
+}
+
+// pathBreaks is a field path with a line break allowed after each '.' and
+// before each '[', and nowhere else: a long path wraps between its keys,
+// never inside one ("output.boo king_ref").
+func pathBreaks(p string) template.HTML {
+	var b strings.Builder
+	for i, r := range p {
+		if r == '[' && i > 0 {
+			b.WriteString("<wbr>")
+		}
+		b.WriteString(template.HTMLEscapeString(string(r)))
+		if r == '.' {
+			b.WriteString("<wbr>")
+		}
+	}
+	return template.HTML(b.String())
 }
 
 func durString(ms *int64) string {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stepfork/stepfork/fork"
 	"github.com/stepfork/stepfork/internal/clip"
+	"github.com/stepfork/stepfork/internal/failures"
 	"github.com/stepfork/stepfork/internal/view/viewtest"
 	"github.com/stepfork/stepfork/trace"
 	"github.com/stepfork/stepfork/trace/diff"
@@ -138,7 +139,7 @@ func TestDiffPageMarksTheDivergenceTheDiffNames(t *testing.T) {
 	if n := strings.Count(page, `class="badge bad">first divergence</span>`); n != 1 {
 		t.Errorf("%d rows are marked as the first divergence, want 1", n)
 	}
-	for _, s := range []string{`<code>output.booking_ref</code>`, `<mark>&#34;PNR-6E1158&#34;</mark>`, `static`, `step 11`, `3 removed`} {
+	for _, s := range []string{`<code>output.<wbr>booking_ref</code>`, `<mark>&#34;PNR-6E1158&#34;</mark>`, `static`, `step 11`, `3 removed`} {
 		if !strings.Contains(page, s) {
 			t.Errorf("the diff page lacks %s", s)
 		}
@@ -312,5 +313,62 @@ func TestDiffPageSaysWhy(t *testing.T) {
 	page := render(t, ResultPage(d))
 	if want := `<span class="badge why">intended: tool result of step 11</span>`; !strings.Contains(page, want) {
 		t.Errorf("the diff page lacks %s", want)
+	}
+}
+
+// TestFailuresFirst: a failed test's page starts with its failed
+// assertions, each linked to the row of the step it names (the aligned
+// step with a diff, the timeline's row without), or to the sweep variant
+// whose check failed; messages are redacted like everything a page shows;
+// a test that failed without any says where its failures are.
+func TestFailuresFirst(t *testing.T) {
+	t.Parallel()
+	base, v := bookingFork(t)
+	dp := DiffPage(base, v).WithFailures([]failures.Failure{
+		{Assertion: "assert.DivergesAtStep", Where: "x_test.go:9", Message: "expected the runs to diverge at step 3; they diverged at steps 10–11: tool 'book_flight' changed", Step: 10},
+		{Assertion: "assert.OutputEqual", Where: "x_test.go:10", Message: "output: token ghp_" + strings.Repeat("a", 36) + " differs at step 11", Step: -1},
+		{Assertion: "assert.ToolCalled", Where: "x_test.go:11", Message: "expected tool 'refund' to be called", Step: -1},
+		{Assertion: "assert.X", Message: "about step 99", Step: -1},
+	})
+	page := render(t, dp)
+	main := page[strings.Index(page, "<main>"):]
+	if !strings.HasPrefix(main, "<main>\n<section class=\"card failures\" aria-label=\"failed assertions\" id=\"failures\">\n  <h2 class=\"error-text\">4 failed assertion(s)</h2>") {
+		t.Errorf("the page does not start with its failures:\n%.400s", main)
+	}
+	div := dp.Diff.Div
+	for _, want := range []string{
+		`<code class="f-assertion">assert.DivergesAtStep</code> <span class="muted">at x_test.go:9</span> · <a class="f-link" href="#d-` + itoa(div.I) + `">go to step 10</a>`,
+		// Step 11 is the result of the same call: the same aligned step.
+		`<code class="f-assertion">assert.OutputEqual</code> <span class="muted">at x_test.go:10</span> · <a class="f-link" href="#d-` + itoa(div.I) + `">go to step 11</a>`,
+		`<code class="f-assertion">assert.ToolCalled</code> <span class="muted">at x_test.go:11</span></div>`,
+		`step 99 is not on this page`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the failures lack %s", want)
+		}
+	}
+	if strings.Contains(page, "ghp_aaaa") {
+		t.Error("a credential in a failure message reached the page")
+	}
+
+	// Without a diff, the timeline's row.
+	rp := RunPage(v).WithFailures([]failures.Failure{{Assertion: "assert.ToolSucceeded", Message: "failed at step 9 (event evt_009)", Step: -1}})
+	row := -1
+	for _, it := range rp.Runs[0].Timeline.Rows {
+		if it.Kind == "tool" && len(it.Steps) > 0 && it.Steps[0] == 8 {
+			row = it.Row
+		}
+	}
+	if row < 0 || rp.Failures[0].Link != "#row-"+itoa(row) {
+		t.Errorf("a failure about step 9 links to %q, want the row of the check_seat call (%d)", rp.Failures[0].Link, row)
+	}
+
+	// A test that failed on its own.
+	page = render(t, RunPage(v).WithFailures(nil))
+	if !strings.Contains(page, "No assertion of package <code>assert</code> or <code>sftest.Golden</code> failed") {
+		t.Error("a failed test without failed assertions does not say where its failures are")
+	}
+	if strings.Contains(render(t, RunPage(v)), `id="failures"`) {
+		t.Error("the page of a run (no test) has a failures section")
 	}
 }

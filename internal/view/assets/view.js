@@ -120,6 +120,13 @@
     if (s.post) span.appendChild(doc.createTextNode(s.post));
     return span;
   }
+  // pathEl is a field path that may wrap after a '.' or before a '[' only,
+  // never inside a key (as the markup's path does).
+  function pathEl(p) {
+    var code = el('code'), parts = String(p).split(/(?<=\.)|(?=\[)/);
+    parts.forEach(function (s, i) { if (i) code.appendChild(doc.createElement('wbr')); code.appendChild(doc.createTextNode(s)); });
+    return code;
+  }
   function changesTable(ch) {
     var t = el('table', 'changes');
     var h = el('tr');
@@ -128,7 +135,7 @@
     var tb = el('tbody');
     ch.forEach(function (c) {
       var tr = el('tr', 'k-' + c.k);
-      var td = el('td'); td.appendChild(el('code', '', c.p)); tr.appendChild(td);
+      var td = el('td'); td.appendChild(pathEl(c.p)); tr.appendChild(td);
       var a = el('td', 'exp'); a.appendChild(shown(c.a)); tr.appendChild(a);
       var b = el('td', 'act'); b.appendChild(shown(c.b)); tr.appendChild(b);
       tb.appendChild(tr);
@@ -313,8 +320,20 @@
     list = VList(host, { label: 'timeline', render: render, show: show, toggle: toggle });
     list.reset(positions());
     if (run.count > rows.length) onRest(function () { legend.textContent = legendText(); list.reset(positions()); });
+    // rowOf is the position showing row (a concurrent call's group row,
+    // with the call's lane), unfolding the nodes that hide it; -1 for none.
     list.rowOf = function (row) {
-      for (var i = 0; i < list.pos.length; i++) if (list.pos[i].row === row) return i;
+      if (row < 0 || row >= rows.length) return -1;
+      var changed = false;
+      for (var d = rows[row].d, i = row - 1; i >= 0 && d > 0; i--) {
+        if (rows[i].k === 'node' && rows[i].d < d) { if (collapsed[i]) { delete collapsed[i]; changed = true; } d = rows[i].d; }
+      }
+      if (changed) list.reset(positions());
+      for (var j = 0; j < list.pos.length; j++) {
+        var p = list.pos[j];
+        if (p.row === row) return { pos: j, lane: 0 };
+        if (p.lanes && p.lanes.indexOf(row) >= 0) return { pos: j, lane: p.lanes.indexOf(row) };
+      }
       return -1;
     };
     return list;
@@ -374,7 +393,7 @@
     }
     list.reset(positions());
     if (data.diff.count > steps.length) onRest(function () { list.reset(positions()); });
-    list.rowOf = function (row) { return row; };
+    list.rowOf = function (row) { return row >= 0 && row < steps.length ? { pos: row, lane: 0 } : -1; };
     return list;
   }
 
@@ -460,11 +479,30 @@
     var t = doc.getElementById(id);
     if (t && t.tagName === 'DETAILS') { t.open = true; t.scrollIntoView(); return; }
     var m = /^d-(\d+)$/.exec(id);
-    if (m && diffListRef) { diffListRef.select(+m[1]); diffListRef.box.scrollIntoView({ block: 'center' }); diffListRef.box.focus({ preventScroll: true }); }
+    if (m && diffListRef) { diffListRef.select(+m[1]); diffListRef.box.scrollIntoView({ block: 'center' }); diffListRef.box.focus({ preventScroll: true }); return; }
+    m = /^row-(\d+)$/.exec(id);
+    if (m) {
+      for (var i = 0; i < lists.length; i++) {
+        var l = lists[i], p = l.rowOf && l !== diffListRef ? l.rowOf(+m[1]) : -1;
+        if (p !== -1) { l.select(p.pos, p.lane); l.box.scrollIntoView({ block: 'center' }); l.box.focus({ preventScroll: true }); return; }
+      }
+    }
   }
   window.addEventListener('hashchange', follow);
   follow();
   onRest(follow);
-  doc.addEventListener('keydown', function (ev) { if (ev.key === 'Escape') closeDetail(); });
+  doc.addEventListener('keydown', function (ev) {
+    if (ev.key === 'Escape') { closeDetail(); return; }
+    // d goes to the first divergence wherever the focus is, except in a
+    // field the reader types into (and once a list has handled it).
+    if (ev.key !== 'd' || ev.defaultPrevented || ev.ctrlKey || ev.metaKey || ev.altKey) return;
+    var t = ev.target, tag = t && t.tagName;
+    if (tag === 'INPUT' || tag === 'TEXTAREA' || tag === 'SELECT' || (t && t.isContentEditable)) return;
+    if (!diffListRef || !data.diff || data.diff.div < 0) return;
+    ev.preventDefault();
+    diffListRef.select(data.diff.div);
+    diffListRef.box.scrollIntoView({ block: 'center' });
+    diffListRef.box.focus({ preventScroll: true });
+  });
   window.stepforkView = { lists: lists, diff: diffListRef }; // for tests and the console
 })();

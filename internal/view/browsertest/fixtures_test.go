@@ -23,7 +23,7 @@ import (
 type fixtures struct {
 	dir string
 
-	run, diff, fork, sweep, sampled, secret, large string // page files
+	run, diff, fork, sweep, sampled, secret, large, longFork string // page files
 
 	bookingDiff *diff.Result  // the diff the diff page shows
 	sweepRows   []sweepExpect // what the sweep page's table must say
@@ -231,12 +231,29 @@ func buildFixtures(dir string) (*fixtures, error) {
 	if f.large, err = write("large", view.RunPage(viewtest.LargeRun(100_000))); err != nil {
 		return nil, err
 	}
+	// A long run of repeated pages forked at its last model call: a tail
+	// of a few events after a prefix of thousands.
+	long, err := replay.Record(ctx, "reader", 1500, longAgent)
+	if err != nil {
+		return nil, err
+	}
+	lv, err := fork.Run(ctx, long.Trace, fork.BeforeCall(replay.KindLLM, "fake/reader", 1500), longAgent,
+		fork.LLMResponse(fork.OnCall("fake/reader", 1500), replay.Response{Content: "stop"}))
+	if err != nil {
+		return nil, err
+	}
+	if f.longFork, err = write("long-fork", view.VariantPage(lv)); err != nil {
+		return nil, err
+	}
 	return f, nil
 }
 
 var fx *fixtures
 
 func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" { // the failing tests of TestFailurePages need no pages
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "stepfork-browsertest-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
