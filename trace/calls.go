@@ -80,6 +80,33 @@ func (c *Call) Concurrent() bool { return c.Lane > 0 }
 // integrity.json.
 const LanesFile = "lanes.json"
 
+// JoinsFile is the extra bundle file ([Trace.Extras]) that records where a
+// scope's concurrent group was joined: a JSON array of the ids of the
+// operations its own goroutine (lane 0) made after everything its other
+// goroutines had done in it so far had completed, every result recorded
+// and every node exited, as an agent does when it waits for the tool calls
+// of a model's answer before it asks the model again. Such a join closes
+// the part of the group before it: what the scope's goroutines do after it
+// is the group's next part ([EventLane.Part]), so that a fork point or a
+// set of concurrent calls never spans a join. Only joins that close
+// something are listed. A run without one (every run recorded before joins
+// were, every bundle of Python stepfork) has one part per scope. Like
+// every extra file it is listed in, and verified by, integrity.json.
+const JoinsFile = "joins.json"
+
+// Joins decodes a [JoinsFile]: the ids of the joins, in file order. It
+// reports an error for anything else than a JSON array of strings.
+func Joins(data []byte) ([]string, error) {
+	var ids []string
+	if err := json.Unmarshal(data, &ids); err != nil {
+		return nil, fmt.Errorf("%s: %w", JoinsFile, err)
+	}
+	if ids == nil {
+		return nil, fmt.Errorf("%s: not a JSON array", JoinsFile)
+	}
+	return ids, nil
+}
+
 // Lanes decodes a [LanesFile]: event id → lane (1 or more). It reports
 // an error for anything else than a JSON object of positive integers.
 func Lanes(data []byte) (map[string]int, error) {
@@ -115,17 +142,26 @@ type EventLane struct {
 	// it was made on another goroutine than the scope's own (Number ≥ 1),
 	// or inside an operation that was (a call's result, a node's events).
 	Free bool
+	// Part is the part of its scope's concurrent group the event belongs
+	// to: the number of joins of its scope ([JoinsFile]) at or before it in
+	// the file. The members of a scope's group with equal parts form one
+	// set; a join separates the sets before and after it.
+	Part int
 }
 
 // EventLanes returns, for each event of the run (in file order), its lane
 // and whether it belongs to a concurrent group (see [EventLane]), from the
-// run's [LanesFile]; nil when the run has none or it is unreadable (every
-// event then has lane 0 and is ordered). An event is inside the event its
+// run's [LanesFile] and [JoinsFile]; nil when the run has no lanes or they
+// are unreadable (every event then has lane 0 and is ordered); an
+// unreadable joins file counts as absent, and a join naming an event of
+// lane 1 or more is ignored. An event is inside the event its
 // parent_id names when that one comes earlier in the file.
 //
 // The list is computed once per trace and shared, like [Trace.Calls]: do
 // not modify it.
-func (t *Trace) EventLanes() []EventLane { return t.structure().eventLanes(t.Extras[LanesFile]) }
+func (t *Trace) EventLanes() []EventLane {
+	return t.structure().eventLanes(t.Extras[LanesFile], t.Extras[JoinsFile])
+}
 
 // Missing reports whether nothing answered the call: no result and no
 // failure was recorded.
@@ -225,7 +261,7 @@ func (s *structure) calls(lanes []byte) []Call {
 	return s.callList
 }
 
-func (s *structure) eventLanes(data []byte) []EventLane {
+func (s *structure) eventLanes(data, joinData []byte) []EventLane {
 	s.lanesOnce.Do(func() {
 		if len(data) == 0 {
 			return
@@ -234,20 +270,42 @@ func (s *structure) eventLanes(data []byte) []EventLane {
 		if err != nil || len(m) == 0 {
 			return
 		}
+		var joins map[string]bool
+		if len(joinData) > 0 {
+			if ids, err := Joins(joinData); err == nil && len(ids) > 0 {
+				joins = make(map[string]bool, len(ids))
+				for _, id := range ids {
+					joins[id] = true
+				}
+			}
+		}
 		evs := s.evs
 		index := make(map[string]int32, len(evs))
 		for i := len(evs) - 1; i >= 0; i-- { // the first event with an id wins
 			index[evs[i].ID] = int32(i)
 		}
 		out := make([]EventLane, len(evs))
+		var parts map[int32]int // scope (parent event, -1 for none) → joins so far
 		for i := range evs {
 			ev := &evs[i]
 			n := m[ev.ID]
 			free := n > 0
-			if j, ok := index[ev.ParentID]; ok && ev.ParentID != "" && int(j) < i && out[j].Free {
-				free = true
+			scope := int32(-1)
+			if j, ok := index[ev.ParentID]; ok && ev.ParentID != "" && int(j) < i {
+				scope = j
+				free = free || out[j].Free
 			}
-			out[i] = EventLane{Number: n, Free: free}
+			part := 0
+			if joins != nil {
+				if n == 0 && joins[ev.ID] && index[ev.ID] == int32(i) {
+					if parts == nil {
+						parts = map[int32]int{}
+					}
+					parts[scope]++
+				}
+				part = parts[scope]
+			}
+			out[i] = EventLane{Number: n, Free: free, Part: part}
 		}
 		s.laneList = out
 	})
