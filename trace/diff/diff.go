@@ -307,18 +307,23 @@ func DisplayPaths(base, variant string) Option {
 // So an inserted call is one added step and the later steps stay unchanged.
 //
 // Work done concurrently is compared as a set: when both runs record lanes
-// ([trace.LanesFile]), the steps of each concurrent group (every
-// operation made on a goroutine other than its scope's own, or inside a
-// node or call that was: calls, state writes, decisions, parameters, the
-// steps of nodes) are matched with the base's steps of the same group
-// (the same scope path) first by equal content, then by identity (a call's
-// input, a state write's value), then by type and label, wherever they sit
-// relative to the other steps; the other steps are aligned among
-// themselves as above, and a group's pairs are listed where their base
-// step is. Two concurrent calls that ran in the other order are unchanged;
-// two whose results both changed are each paired with the call of their
-// input; a call whose input or output changed still shows as changed, one
-// without a counterpart as added or removed.
+// ([trace.LanesFile]), every operation made on a goroutine other than its
+// scope's own (a call, a state write, a decision, a parameter, a node) is
+// a member of its scope's concurrent group, and goes with everything under
+// it: its call's result and the error it failed with, the steps of its
+// node, the calls its body made. The members of a group (the same scope
+// path) are matched with the base's members of the same group first by
+// equal content (everything under them), then by identity (a call's
+// input, a state write's value), then by type and label, each first
+// within their part of the group (the turns a join separates,
+// [trace.JoinsFile]) and then across, wherever they sit relative to the
+// other steps; a matched pair is aligned inside the same way. The other
+// steps are aligned among themselves as above, and a member's pairs are
+// listed together where its base steps are. Two concurrent calls that ran
+// in the other order are unchanged, a failed one too; two whose results
+// both changed are each paired with the call of their input; a call whose
+// input or output changed still shows as changed, one without a
+// counterpart as added or removed.
 //
 // With [AlignPosition], Runs is stepfork's diff_traces exactly: stepfork's
 // extraction (runtime markers are ordinary state steps), index i against
@@ -348,7 +353,7 @@ type Prepared struct {
 	numbers *stepNumbers           // the steps numbered for the LCS (nil with AlignPosition)
 	summary Summary                // the base's summary, its display path set
 	state   map[string]trace.Value // the base's final state; only read
-	groups  []string               // the base steps' concurrent groups (groupKeys); nil without lanes
+	groups  *groups                // the base steps' concurrent groups (groupsOf); nil without lanes
 }
 
 // Prepare computes the base side of Runs(base, variant, opts...) for
@@ -375,7 +380,7 @@ func Prepare(base *trace.Trace, opts ...Option) *Prepared {
 	db.steps = behavior(base, db.cfg.positional)
 	if !db.cfg.positional {
 		db.numbers = numberSteps(db.steps)
-		db.groups = groupKeys(base, db.steps)
+		db.groups = groupsOf(base, db.steps)
 	}
 	db.summary = summarize(base, pythonPath(bp), len(db.steps))
 	db.state = finalState(base)
@@ -405,9 +410,9 @@ func (db *Prepared) diff(variant *trace.Trace, bs []trace.BehaviorStep) *Result 
 	}
 	d := &Result{Positional: cfg.positional}
 	vs := behavior(variant, cfg.positional)
-	var vk []string
+	var vg *groups
 	if db.groups != nil {
-		vk = groupKeys(variant, vs)
+		vg = groupsOf(variant, vs)
 	}
 	d.Base = db.summary
 	d.Variant = summarize(variant, pythonPath(vp), len(vs))
@@ -416,8 +421,8 @@ func (db *Prepared) diff(variant *trace.Trace, bs []trace.BehaviorStep) *Result 
 	switch {
 	case cfg.positional:
 		pairs = alignPositional(bs, vs)
-	case vk != nil:
-		pairs = alignSets(bs, db.groups, vs, vk)
+	case vg != nil:
+		pairs = alignGroups(bs, db.groups, vs, vg)
 	default:
 		pairs = alignNumbered(bs, db.numbers, vs)
 	}

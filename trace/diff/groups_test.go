@@ -2,6 +2,7 @@ package diff
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 
 	"github.com/stepfork/stepfork/trace"
@@ -126,5 +127,100 @@ func TestGroupsHoldEveryOperationWhereverTheySit(t *testing.T) {
 	a.Extras, b.Extras = nil, nil
 	if Runs(a, b).Equivalent() {
 		t.Fatal("without lanes, another order should differ")
+	}
+}
+
+// Everything under a member goes with it: a failed call's result and error,
+// and the calls its body made, so a failure on a goroutine written before
+// or after the other goroutine's work is the same behaviour.
+func TestGroupMembersKeepWhatIsUnderThem(t *testing.T) {
+	t.Parallel()
+	run := func(tag string, failFirst bool, inner string) *trace.Trace {
+		lanes := map[string]int{}
+		tr := build(t, tag, func(b *trace.Builder) {
+			fail := func() {
+				c := b.ToolCall("confirm", 120)
+				lanes[c] = 1
+				b.ToolFailure(c, "Interrupt", "pay 120?")
+			}
+			lookup := func() {
+				c := b.ToolCall("lookup", "q")
+				lanes[c] = 2
+				b.Push(c)
+				b.Tool("index", inner, "hit")
+				b.Pop()
+				b.ToolResult(c, "found")
+			}
+			if failFirst {
+				fail()
+				lookup()
+			} else {
+				lookup()
+				fail()
+			}
+			b.RunEnd(trace.RunCompleted, "ok")
+		})
+		return withLanes(t, tr, lanes)
+	}
+	d := Runs(run("base", true, "q"), run("variant", false, "q"))
+	if !d.Equivalent() {
+		t.Fatalf("a failure on a goroutine written after the other goroutine's work is not equivalent:\n%s", d.Explain())
+	}
+	// A change under a member shows as that step changed, next to its
+	// member, whichever order the members were written in.
+	d = Runs(run("base", true, "q"), run("variant", false, "other"))
+	if got := countsOf(d); got != (counts{1, 0, 0, 4}) {
+		t.Fatalf("counts %v, want one changed step:\n%s", got, d.Explain())
+	}
+	var labels []string
+	for _, s := range d.Steps {
+		labels = append(labels, s.Label)
+	}
+	if want := []string{"confirm", "Interrupt", "lookup", "index", "run"}; !slices.Equal(labels, want) {
+		t.Errorf("steps %v, want %v (each member with what is under it, where its base steps are)", labels, want)
+	}
+}
+
+// A join separates the parts of a group: members are paired within their
+// part first, so the calls of one turn pair with the same turn's.
+func TestGroupPartsPairWithinTheirTurn(t *testing.T) {
+	t.Parallel()
+	// Two turns, each asking the model and then searching for the same
+	// query on goroutines; the second model call is a join.
+	run := func(tag string, first, second int) *trace.Trace {
+		lanes := map[string]int{}
+		var joins []string
+		tr := build(t, tag, func(b *trace.Builder) {
+			b.LLM("p", "m", "ask 1", "search")
+			lanes[b.Tool("search", "q", first)] = 1
+			lanes[b.Tool("weather", "DEL", "sun")] = 2
+			joins = append(joins, b.LLM("p", "m", "ask 2", "search again"))
+			lanes[b.Tool("search", "q", second)] = 3
+			joins = append(joins, b.LLM("p", "m", "ask 3", "done"))
+			b.RunEnd(trace.RunCompleted, "ok")
+		})
+		tr = withLanes(t, tr, lanes)
+		data, _ := json.Marshal(joins)
+		tr.Extras[trace.JoinsFile] = data
+		return tr
+	}
+	// The first turn's search changed to what the second's returned: it
+	// is the first turn's that changed, not the second's.
+	d := Runs(run("base", 1, 2), run("variant", 2, 2))
+	if got := countsOf(d); got != (counts{1, 0, 0, 6}) {
+		t.Fatalf("counts %v:\n%s", got, d.Explain())
+	}
+	for _, s := range d.Steps {
+		if s.Kind == Changed && (s.Base.Step != 3 || s.Variant.Step != 3) {
+			t.Errorf("the changed step is base %s, variant %s; want the first turn's search (steps 3–4)", s.Base.Where(), s.Variant.Where())
+		}
+	}
+	// Without joins the two searches are one set, and the equal ones pair.
+	a, b := run("base", 1, 2), run("variant", 2, 2)
+	delete(a.Extras, trace.JoinsFile)
+	delete(b.Extras, trace.JoinsFile)
+	d = Runs(a, b)
+	if dv := d.Divergence; d.Changed != 1 || dv == nil || dv.Base.Step != 3 || dv.Variant.Step != 9 {
+		t.Errorf("without joins the first turn's search should pair with the second's:\n%s", d.Explain())
 	}
 }
