@@ -111,13 +111,14 @@ func CanonicalPayloads() cmp.Option { return canonicalPayloads }
 // group's members are put together, at the place of the first, in a fixed
 // order, by event type, name or model and input hash, each followed by its
 // own events; the lanes file itself is then left out, since it names event
-// ids. In a run without lanes (a Python bundle), calls among the children of
-// one parent whose events interleave in the file (a call started before its
-// sibling's last event was written) are taken as concurrent and sorted the
-// same way. Calls made one after another on one goroutine keep their order,
-// so a reordering of sequential calls still shows. Steps are renumbered to the new positions;
-// combine it with IgnoreIDs and IgnoreTimestamps, which the reordering also
-// changes.
+// ids, and so is the joins file ([trace.JoinsFile]). In a run without
+// lanes (a Python bundle), calls among the children of one parent whose
+// events interleave in the file (a call started before its sibling's last
+// event was written) are taken as concurrent and sorted the same way.
+// Calls made one after another on one goroutine keep their order, so a
+// reordering of sequential calls still shows. Steps are renumbered to the
+// new positions; combine it with IgnoreIDs and IgnoreTimestamps, which the
+// reordering also changes.
 func SortConcurrentCalls() cmp.Option { return sortConcurrentCalls }
 
 // TraceOptions is the usual set for comparing two recordings of the same
@@ -343,9 +344,11 @@ func sortConcurrent(tr trace.Trace) trace.Trace {
 		}
 	}
 	tr.Events = out
-	if _, ok := tr.Extras[trace.LanesFile]; ok {
+	_, laned := tr.Extras[trace.LanesFile]
+	if _, joined := tr.Extras[trace.JoinsFile]; laned || joined {
 		extras := maps.Clone(tr.Extras)
 		delete(extras, trace.LanesFile)
+		delete(extras, trace.JoinsFile)
 		tr.Extras = extras
 	}
 	return tr

@@ -51,6 +51,7 @@ const opRead CallKind = "read"
 type opIndex struct {
 	parent []int32 // parent event, -1
 	lane   []int32 // lane number (trace.EventLane.Number)
+	part   []int32 // part of its scope's group (trace.EventLane.Part)
 	prev   []int32 // previous operation in the same scope and lane, -1
 	next   []int32 // next operation in the same scope and lane, -1
 	inner  []int32 // first operation the scope's own goroutine made inside the event, -1
@@ -131,6 +132,7 @@ func newOpIndex(p *Prepared, lanes []trace.EventLane, parent []int32) *opIndex {
 	ix := &opIndex{
 		parent: parent,
 		lane:   make([]int32, n),
+		part:   make([]int32, n),
 		prev:   make([]int32, n),
 		next:   make([]int32, n),
 		inner:  make([]int32, n),
@@ -145,6 +147,7 @@ func newOpIndex(p *Prepared, lanes []trace.EventLane, parent []int32) *opIndex {
 	for i := range evs {
 		ix.prev[i], ix.next[i], ix.inner[i], ix.group[i] = -1, -1, -1, -1
 		ix.lane[i] = int32(lanes[i].Number)
+		ix.part[i] = int32(lanes[i].Part)
 		kind, name, input, ok := identityOf(&evs[i])
 		if !ok {
 			continue

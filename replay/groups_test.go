@@ -225,3 +225,92 @@ func TestInsteadConsumesTheRecordedCall(t *testing.T) {
 		assert.Equal(t, want, got, "Instead: %v", instead)
 	}
 }
+
+// joinsOf is the event ids a trace's joins.json names, as step numbers.
+func joinsOf(t *testing.T, tr *trace.Trace) []int {
+	t.Helper()
+	data, ok := tr.Extras[trace.JoinsFile]
+	if !ok {
+		return nil
+	}
+	ids, err := trace.Joins(data)
+	require.NoError(t, err)
+	var steps []int
+	for _, id := range ids {
+		i := slices.IndexFunc(tr.Events, func(ev trace.Event) bool { return ev.ID == id })
+		require.GreaterOrEqual(t, i, 0, "join %s names no event", id)
+		steps = append(steps, tr.Events[i].Step)
+	}
+	return steps
+}
+
+// An operation of a scope's own goroutine made once everything its other
+// goroutines did was over is a join (trace.JoinsFile): each turn of tool
+// calls on goroutines, waited for before the next call, is a part of the
+// group of its own. An operation that a goroutine's work overlaps is none.
+// A replay under another schedule writes the base's joins.
+func TestJoinsCloseTurns(t *testing.T) {
+	t.Parallel()
+	tool := replay.Tool("work", func(_ context.Context, s string) (string, error) { return s + "!", nil })
+	plan := replay.Tool("plan", func(_ context.Context, n int) (int, error) { return n, nil })
+	turns := func(order []int) replay.Agent {
+		return func(ctx context.Context, _ trace.Value) (any, error) {
+			for turn := range 2 {
+				if _, err := plan(ctx, turn); err != nil {
+					return nil, err
+				}
+				if err := ordered(ctx, order, func(ctx context.Context, i int) error {
+					_, err := tool(ctx, fmt.Sprintf("t%d-%d", turn, i))
+					return err
+				}); err != nil {
+					return nil, err
+				}
+			}
+			return plan(ctx, 2)
+		}
+	}
+	rec, err := replay.Record(context.Background(), "turns", nil, turns([]int{0, 1}))
+	require.NoError(t, err)
+	// run_start, plan 0 (1–2), two calls (3–6), plan 1 (7–8), two calls
+	// (9–12), plan 2 (13–14): the second and third plans are joins.
+	assert.Equal(t, []int{7, 13}, joinsOf(t, rec.Trace))
+	var parts []int
+	for i, l := range rec.Trace.EventLanes() {
+		if l.Number > 0 {
+			parts = append(parts, l.Part)
+		} else if rec.Trace.Events[i].Type == trace.ToolCall {
+			parts = append(parts, -1)
+		}
+	}
+	assert.Equal(t, []int{-1, 0, 0, -1, 1, 1, -1}, parts)
+
+	res, err := replay.Replay(context.Background(), rec.Trace, turns([]int{1, 0}))
+	require.NoError(t, err)
+	assert.Equal(t, joinsOf(t, rec.Trace), joinsOf(t, res.Trace))
+	assert.Equal(t, rec.Trace.Extras[trace.JoinsFile], res.Trace.Extras[trace.JoinsFile], "a frozen replay keeps the base's ids")
+
+	// The scope's own goroutine works while a goroutine does: no join.
+	overlap := func(ctx context.Context, _ trace.Value) (any, error) {
+		started, release := make(chan struct{}), make(chan struct{})
+		var wg sync.WaitGroup
+		var gerr error
+		wg.Go(func() {
+			gerr = replay.Node(ctx, "bg", func(ctx context.Context) error {
+				close(started)
+				<-release
+				_, err := tool(ctx, "bg")
+				return err
+			})
+		})
+		<-started
+		if _, err := plan(ctx, 0); err != nil {
+			return nil, err
+		}
+		close(release)
+		wg.Wait()
+		return nil, gerr
+	}
+	rec, err = replay.Record(context.Background(), "overlap", nil, overlap)
+	require.NoError(t, err)
+	assert.Nil(t, joinsOf(t, rec.Trace), "plan ran while the node on a goroutine was open")
+}

@@ -76,6 +76,18 @@ func (s *session) lanesFile() []byte {
 	return data
 }
 
+// joinsFile is the new trace's [trace.JoinsFile], nil when it has no join.
+func (s *session) joinsFile() []byte {
+	if len(s.joins) == 0 {
+		return nil
+	}
+	data, err := json.Marshal(s.joins)
+	if err != nil {
+		return nil
+	}
+	return data
+}
+
 // pathLocked is sc's scope path, as Prepared.scopeOf computes it for the
 // base ("/node:worker/tool:fetch", "" for the run), computed once.
 func (sc *scope) pathLocked() string {

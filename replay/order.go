@@ -35,6 +35,15 @@ import (
 //     identifying input, then everything they hold, with ids and times
 //     blanked out (package volatile); equal content, by arrival.
 //
+// An operation of a scope's own goroutine made after everything the
+// segments placed before it (since the scope's previous join) had done was
+// over, results recorded and nodes exited, is a join (trace.JoinsFile): it
+// closes that part of the group, as an agent that waits for the tool calls
+// of a model's answer before it asks the model again closes a turn. In a
+// replay, where a segment and the operation both stand for base
+// operations, the base says whether the segment was over (a join of the
+// base lies between them); a null fork therefore has its base's joins.
+//
 // Steps are then numbered in that order, the lanes of each scope numbered
 // in order of first appearance, every state write's "before" set to the
 // value the key had before it in that order, and, in a replay, the base's
@@ -52,7 +61,9 @@ type orderer struct {
 	kids    [][]int32 // children of each event, in arrival order
 	roots   []int32
 	lane    []int32
-	cps     []int32 // base event each stands for, -1; nil outside replays
+	cps     []int32  // base event each stands for, -1; nil outside replays
+	ops     *opIndex // the base's concurrency model, nil outside replays of a laned base
+	joins   []int32  // the joins found (ordered), in no particular order
 	digest  map[int32][sha256.Size]byte
 	order   map[int32][]int32 // ordered children, once computed
 	end     []int32           // the last event under each event (last)
@@ -60,12 +71,14 @@ type orderer struct {
 }
 
 // canonicalOrder returns the canonical order of evs (new position → index
-// in evs), nil when it is evs' own order. parents holds each event's parent
-// (parentsOf), lanes the lanes of the operations (by event id), cps the base
-// events they stand for (by index; nil when not replaying a laned base).
-func canonicalOrder(evs []trace.Event, parents []int32, lanes map[string]int, cps []int32) []int32 {
+// in evs), nil when it is evs' own order, and the joins (indexes in evs, in
+// canonical order). parents holds each event's parent (parentsOf), lanes
+// the lanes of the operations (by event id), cps the base events they stand
+// for (by index; nil when not replaying) and ops the base's concurrency
+// model (nil when not replaying a laned base).
+func canonicalOrder(evs []trace.Event, parents []int32, lanes map[string]int, cps []int32, ops *opIndex) (ord, joins []int32) {
 	n := len(evs)
-	o := &orderer{evs: evs, kids: make([][]int32, n), lane: make([]int32, n), cps: cps}
+	o := &orderer{evs: evs, kids: make([][]int32, n), lane: make([]int32, n), cps: cps, ops: ops}
 	for i := range evs {
 		if l, ok := lanes[evs[i].ID]; ok {
 			o.lane[i] = int32(l)
@@ -90,12 +103,20 @@ func canonicalOrder(evs []trace.Event, parents []int32, lanes map[string]int, cp
 			}
 		}
 	}
+	if len(o.joins) > 0 {
+		pos := make([]int32, n)
+		for k, i := range out {
+			pos[i] = int32(k)
+		}
+		joins = o.joins
+		slices.SortFunc(joins, func(a, b int32) int { return cmp.Compare(pos[a], pos[b]) })
+	}
 	for i, j := range out {
 		if int(j) != i {
-			return out
+			return out, joins
 		}
 	}
-	return nil
+	return nil, joins
 }
 
 // last is the index of the last event appended under event i (i itself
@@ -210,6 +231,7 @@ func (o *orderer) ordered(p int32) []int32 {
 		}
 		return strings.Compare(o.key(a), o.key(b)) // equal keys keep their arrival order
 	})
+	o.findJoins(lane0, segs)
 	out := make([]int32, 0, len(kids))
 	s := 0
 	for e := 0; e <= len(lane0); e++ {
@@ -225,6 +247,55 @@ func (o *orderer) ordered(p int32) []int32 {
 	}
 	o.order[p] = out
 	return out
+}
+
+// findJoins notes the joins among the operations of a scope's own
+// goroutine, lane0, given the segments of its group, sorted by epoch (see
+// above).
+func (o *orderer) findJoins(lane0 []int32, segs []*segment) {
+	s := 0 // the first segment placed after the last join
+	for k, l := range lane0 {
+		if _, _, _, isOp := identityOf(&o.evs[l]); !isOp {
+			continue
+		}
+		e := s
+		for e < len(segs) && segs[e].epoch <= k {
+			e++
+		}
+		if e == s {
+			continue // nothing to close
+		}
+		joined := true
+		for _, sg := range segs[s:e] {
+			if !o.over(sg, l) {
+				joined = false
+				break
+			}
+		}
+		if joined {
+			o.joins = append(o.joins, l)
+			s = e
+		}
+	}
+}
+
+// over reports whether everything segment sg did was over before the
+// operation l of its scope's own goroutine began: in a replay, when both
+// stand for base operations of one scope, whether a join of the base lies
+// between them; otherwise whether the last event under sg arrived before l.
+func (o *orderer) over(sg *segment, l int32) bool {
+	if lc := o.cp(l); lc >= 0 && sg.cp >= 0 && o.ops != nil {
+		ix := o.ops
+		if ix.parent[lc] == ix.parent[sg.cp] {
+			return ix.part[lc] > ix.part[sg.cp]
+		}
+	}
+	for _, op := range sg.ops {
+		if o.last(op) >= l {
+			return false
+		}
+	}
+	return true
 }
 
 // kindRank orders the segments of a group by the kind of their first
@@ -346,8 +417,16 @@ func appendString(b []byte, s string) []byte {
 func (s *session) canonicalLocked(evs []trace.Event) []trace.Event {
 	parents := parentsOf(evs)
 	s.settleNodesLocked(evs, parents)
-	ord := canonicalOrder(evs, parents, s.lanes, s.cps)
+	var ops *opIndex
+	if s.plan != nil {
+		ops = s.plan.ops
+	}
+	ord, joins := canonicalOrder(evs, parents, s.lanes, s.cps, ops)
 	if ord == nil {
+		s.joins = s.joins[:0]
+		for _, j := range joins {
+			s.joins = append(s.joins, evs[j].ID)
+		}
 		return evs
 	}
 	n := len(evs)
@@ -400,6 +479,10 @@ func (s *session) canonicalLocked(evs []trace.Event) []trace.Event {
 
 	s.restateLocked(out, ord)
 	remap := s.rebaseLocked(out)
+	s.joins = s.joins[:0]
+	for _, j := range joins {
+		s.joins = append(s.joins, out[moved[j]].ID)
+	}
 
 	s.lanes = make(map[string]int, len(lanes))
 	for id, l := range lanes {

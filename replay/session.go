@@ -247,6 +247,9 @@ type session struct {
 	// stands for, -1 for none: kept when replaying a laned base, for the
 	// canonical order of the new trace (order.go).
 	cps []int32
+	// joins are the ids of the new trace's joins (trace.JoinsFile), in
+	// file order, set by canonicalLocked.
+	joins []string
 	// moved maps the step an event was appended at to its step in the
 	// canonical order; nil when nothing moved (order.go).
 	moved []int32
@@ -787,6 +790,9 @@ func (s *session) finish(out any, err error) (*Result, error) {
 	}
 	if data := s.lanesFile(); data != nil {
 		s.tr.Extras = map[string][]byte{trace.LanesFile: data}
+		if data := s.joinsFile(); data != nil {
+			s.tr.Extras[trace.JoinsFile] = data
+		}
 	}
 	if s.build != nil {
 		if s.tr.Extras == nil {
