@@ -87,7 +87,8 @@ type Shape struct {
 
 // All returns every shape.
 func All() []Shape {
-	return []Shape{join(), markers(), pool(), nested(), nodes(), pipeline(), models(), identical(), background(), deep(), tickets()}
+	return []Shape{join(), markers(), pool(), nested(), nodes(), pipeline(), models(), identical(), background(), deep(), tickets(),
+		failures(), turns()}
 }
 
 // ---- helpers ----
@@ -834,6 +835,187 @@ func tickets() Shape {
 				return err
 			}
 			return changedOnly(b, v, "t-2", "t-2:urgent")
+		},
+	}
+}
+
+// ---- 12. failed calls on goroutines, and nodes whose calls fail ----
+
+func failures() Shape {
+	return Shape{
+		Name:  "failures",
+		Input: []string{"ok-1", "bad-2", "ok-3"},
+		Agent: func(d Delays) replay.Agent {
+			check := replay.Tool("check", func(ctx context.Context, s string) (string, error) {
+				d.Wait()
+				if strings.HasPrefix(s, "bad") {
+					return "", fmt.Errorf("check %s: refused", s)
+				}
+				return "checked " + s, nil
+			})
+			return replay.Typed(func(ctx context.Context, items []string) ([]string, error) {
+				out := make([]string, 2*len(items))
+				var wg sync.WaitGroup
+				for i, it := range items {
+					wg.Go(func() {
+						d.Wait()
+						// A failed call is data here: the agent reports it and
+						// goes on, as a framework hands a tool's error to the
+						// model.
+						if r, err := check(ctx, it); err != nil {
+							out[2*i] = "error: " + err.Error()
+						} else {
+							out[2*i] = r
+						}
+					})
+					wg.Go(func() {
+						d.Wait()
+						// A node on a goroutine whose call fails, and which
+						// fails with it: the call, its result, its error and
+						// the node's end belong together.
+						err := replay.Node(ctx, "enrich", func(ctx context.Context) error {
+							c, err := check(ctx, it+"/inner")
+							if err != nil {
+								return fmt.Errorf("enrich: %w", err)
+							}
+							out[2*i+1] = "rich " + c
+							return nil
+						})
+						if err != nil {
+							out[2*i+1] = "error: " + err.Error()
+						}
+					})
+				}
+				wg.Wait()
+				return out, nil
+			})
+		},
+		Target: func(tr *trace.Trace) (string, bool, any, error) {
+			id, err := callOf(tr, "check", `"ok-3/inner"`)
+			return id, false, "overridden ok-3", err
+		},
+		Check: func(base, variant trace.Value) error {
+			b, err := decode[[]string](base)
+			if err != nil {
+				return err
+			}
+			v, err := decode[[]string](variant)
+			if err != nil {
+				return err
+			}
+			want := slices.Clone(b)
+			want[5] = "rich overridden ok-3"
+			if !slices.Equal(v, want) {
+				return fmt.Errorf("results %q, want %q", v, want)
+			}
+			return nil
+		},
+	}
+}
+
+// ---- 13. turns: a model's tool calls run on goroutines, joined before the next model call ----
+
+// turnModel answers like a provider whose model asks for two tools at once
+// on each of two turns (search and weather, then book and notify with what
+// the first turn returned), then answers with every tool result it was
+// given; every response and tool call has a fresh id.
+func turnModel(d Delays) func(context.Context, replay.Request) (replay.Response, error) {
+	return func(_ context.Context, r replay.Request) (replay.Response, error) {
+		d.Wait()
+		turn := 0
+		var results []string
+		for _, m := range r.Messages {
+			if m.Role == "assistant" && len(m.ToolCalls) > 0 {
+				turn++
+			}
+			if m.Role == "tool" {
+				results = append(results, m.Content)
+			}
+		}
+		resp := replay.Response{Model: "m-2026", StopReason: "tool_calls",
+			Extra: map[string]any{"id": "chatcmpl-" + uuid.NewString()}}
+		ask := func(name, q string) {
+			resp.ToolCalls = append(resp.ToolCalls, replay.ToolCall{ID: "call-" + uuid.NewString(), Name: name,
+				Arguments: json.RawMessage(`{"q":` + fmt.Sprintf("%q", q) + `}`)})
+		}
+		switch {
+		case turn == 0:
+			ask("search", r.Messages[0].Content)
+			ask("weather", "DEL")
+		case turn == 1 && len(results) == 2:
+			ask("book", results[0])
+			ask("notify", results[1])
+		default:
+			resp.StopReason = "stop"
+			resp.Content = "done: " + strings.Join(results, " | ")
+		}
+		return resp, nil
+	}
+}
+
+func turns() Shape {
+	return Shape{
+		Name:  "turns",
+		Input: "KTM-DEL",
+		Agent: func(d Delays) replay.Agent {
+			model := turnModel(d)
+			tools := map[string]func(context.Context, map[string]string) (string, error){}
+			for _, name := range []string{"search", "weather", "book", "notify"} {
+				tools[name] = replay.Tool(name, func(ctx context.Context, in map[string]string) (string, error) {
+					d.Wait()
+					return name + "(" + in["q"] + ")", nil
+				})
+			}
+			return replay.Typed(func(ctx context.Context, q string) (string, error) {
+				msgs := []replay.Message{{Role: "user", Content: q}}
+				for range 4 {
+					resp, err := replay.LLM(ctx, replay.Request{Provider: "fake", Model: "m", Messages: msgs,
+						Tools: []replay.ToolSpec{{Name: "search"}, {Name: "weather"}, {Name: "book"}, {Name: "notify"}}}, model)
+					if err != nil {
+						return "", err
+					}
+					if len(resp.ToolCalls) == 0 {
+						return resp.Content, nil
+					}
+					msgs = append(msgs, replay.Message{Role: "assistant", ToolCalls: resp.ToolCalls})
+					// Each tool call of the answer on its own goroutine,
+					// joined before the model is asked again, as Genkit,
+					// Eino and openai-go agents do; the results go back in
+					// the order of the calls.
+					results := make([]replay.Message, len(resp.ToolCalls))
+					var wg sync.WaitGroup
+					for i, tc := range resp.ToolCalls {
+						wg.Go(func() {
+							d.Wait()
+							var in map[string]string
+							out := ""
+							if err := json.Unmarshal(tc.Arguments, &in); err != nil {
+								out = "error: " + err.Error()
+							} else if tool, ok := tools[tc.Name]; !ok {
+								out = "error: no tool " + tc.Name
+							} else if out, err = tool(ctx, in); err != nil {
+								out = "error: " + err.Error()
+							}
+							results[i] = replay.Message{Role: "tool", ToolCallID: tc.ID, Content: out}
+						})
+					}
+					wg.Wait()
+					msgs = append(msgs, results...)
+				}
+				return "", errors.New("the model did not answer in four turns")
+			})
+		},
+		Target: func(tr *trace.Trace) (string, bool, any, error) {
+			id, err := callOf(tr, "book")
+			return id, false, "book(sold out)", err
+		},
+		Check: func(base, variant trace.Value) error {
+			b, _ := base.Str()
+			v, _ := variant.Str()
+			if want := strings.Replace(b, "book(search(KTM-DEL))", "book(sold out)", 1); v != want || v == b {
+				return fmt.Errorf("answer %q, want %q", v, want)
+			}
+			return nil
 		},
 	}
 }
