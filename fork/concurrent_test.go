@@ -288,3 +288,55 @@ func decodeAny(t *testing.T, v trace.Value) any {
 	require.NoError(t, v.Decode(&out))
 	return out
 }
+
+// shape is the shape of package shapes with the given name.
+func shape(t *testing.T, name string) shapes.Shape {
+	t.Helper()
+	for _, sh := range shapes.All() {
+		if sh.Name == name {
+			return sh
+		}
+	}
+	t.Fatalf("no shape %q", name)
+	return shapes.Shape{}
+}
+
+// An agent that runs each tool call of a model's answer on its own
+// goroutine and waits for them all before it asks the model again (Genkit,
+// Eino, openai-go agents) forks between its turns: the model call after a
+// turn is a join, which the turn's group does not span.
+func TestForkBetweenTurns(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	sh := shape(t, "turns")
+	rec, err := replay.Record(ctx, "turns", sh.Input, sh.Agent(shapes.Delays{Max: time.Millisecond}))
+	require.NoError(t, err)
+	agent := sh.Agent(shapes.Delays{Max: 300 * time.Microsecond, Reverse: true})
+
+	var steps []int
+	for _, p := range fork.Points(rec.Trace) {
+		steps = append(steps, p.Step)
+	}
+	second := fork.BeforeCall(replay.KindLLM, "fake/m", 2)
+	v, err := fork.Run(ctx, rec.Trace, second, agent, fork.Memoize())
+	require.NoError(t, err, "points %v", steps)
+	assert.Equivalent(t, v)
+	require.Zero(t, v.LiveModelCalls+v.LiveToolCalls)
+
+	// The second model call asks for other tools: the second turn runs
+	// them, the first is served as recorded.
+	answer := replay.Response{StopReason: "tool_calls", ToolCalls: []replay.ToolCall{
+		{ID: "call-x", Name: "book", Arguments: json.RawMessage(`{"q":"SF050"}`)}}}
+	v, err = fork.Run(ctx, rec.Trace, second, agent, fork.LLMResponse(fork.OnCall("fake/m", 2), answer), fork.Memoize(), fork.Allow("book"))
+	require.NoError(t, err)
+	require.Equal(t, fork.StatusCompleted, v.Status, "%v", v.Err)
+	require.Equal(t, "done: search(KTM-DEL) | weather(DEL) | book(SF050)", v.Output)
+	require.Equal(t, 1, v.LiveToolCalls)
+
+	// Inside a turn a fork is still refused.
+	_, err = fork.Run(ctx, rec.Trace, fork.BeforeCall(replay.KindTool, "book", 1), agent)
+	if err == nil {
+		_, err = fork.Run(ctx, rec.Trace, fork.BeforeCall(replay.KindTool, "notify", 1), agent)
+	}
+	require.ErrorContains(t, err, "a fork must not split it")
+}

@@ -230,9 +230,12 @@ func newIndex(tr *trace.Trace) *index {
 	return ix
 }
 
-// groupSpan is the stretch of events a scope's concurrent group covers:
-// from its first member (a call or node made on a concurrent goroutine,
-// trace.LanesFile) to the end of its last member's subtree.
+// groupSpan is the stretch of events a part of a scope's concurrent group
+// covers: from its first member (an operation made on a concurrent
+// goroutine, trace.LanesFile) to the end of its last member's subtree. A
+// join (trace.JoinsFile) ends a part: the operation the scope's own
+// goroutine made once everything before it was over is no member of
+// either part, and a fork may start there.
 type groupSpan struct{ first, last int32 }
 
 // indexGroups finds the spans of the concurrent groups: a fork inside one
@@ -242,13 +245,14 @@ func (ix *index) indexGroups() {
 	if lanes == nil {
 		return
 	}
-	spans := map[int32]*groupSpan{} // scope (parent event) → its group's span
-	var order []int32
+	type part struct{ scope, part int32 }
+	spans := map[part]*groupSpan{} // a part of a scope's group (parent event, part) → its span
+	var order []part
 	for i := range ix.tr.Events {
 		if lanes[i].Number < 1 {
 			continue
 		}
-		sc := ix.parent[i]
+		sc := part{ix.parent[i], int32(lanes[i].Part)}
 		g, ok := spans[sc]
 		if !ok {
 			g = &groupSpan{first: int32(i), last: int32(i)}

@@ -50,7 +50,10 @@ const Last = -1
 // nodes, markers, state writes, as the bundle's [trace.LanesFile] records
 // them, from the first member to the end of the last): their order is an
 // accident of scheduling, so the refusal names the points before and after
-// the group. Step 0 (run_start) is not a position either:
+// the group. A join ends a group's part ([trace.JoinsFile]): the model call
+// an agent makes once every tool call of the previous answer, each on its
+// goroutine, has returned is a position, and so are the points between
+// such turns. Step 0 (run_start) is not a position either:
 // every run records its input; Start forks right after it.
 type At interface {
 	// String is the point as written: Step(6), BeforeNode("write", 1), …
