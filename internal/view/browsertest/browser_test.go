@@ -417,6 +417,10 @@ func TestSweepView(t *testing.T) {
 		t.Errorf("ArrowDown focused %q", focused)
 	}
 	tb.do(t, chromedp.KeyEvent(kb.Enter))
+	// Enter follows the row's link; the page opens the diff on the
+	// hashchange event, which the browser fires after the key event
+	// returns (reading at once failed under load: "opened []").
+	tb.wait(t, `document.querySelectorAll('details.embedded[open]').length > 0`)
 	open := eval[[]string](t, tb, `[...document.querySelectorAll('details.embedded[open] summary code')].map(c => c.textContent)`)
 	if len(open) != 1 || open[0] != focused {
 		t.Errorf("Enter on %s opened %q", focused, open)
