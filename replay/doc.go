@@ -183,6 +183,16 @@
 // goroutines must be told apart first (a call, a decision or a state write
 // that names the goroutine's task).
 //
+// An operation of a scope's own goroutine made once everything the scope's
+// other goroutines had done in it was over (their results recorded, their
+// nodes exited) is a join, kept in the bundle's [trace.JoinsFile]: an agent
+// that runs the tool calls of a model's answer on goroutines and waits for
+// them before it asks the model again joins at each model call. A join
+// splits its scope's group into parts ([trace.EventLane.Part]): a fork may
+// start at a join (between two turns of tools), and the diff pairs a
+// member within its part first. A replay writes its base's joins, whatever
+// the schedule.
+//
 // A node on a goroutine is matched when it is entered, by name and history,
 // and settled when the run ends by what it holds. Bundles without lanes
 // for markers and state writes (written before they had them) keep matching
