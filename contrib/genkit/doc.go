@@ -29,8 +29,12 @@
 //
 // A tool call is recorded under the tool's name with its input and output
 // as JSON. Genkit runs the tools of one answer on goroutines; replay
-// matches them by name and input in any order. A tool's interrupt is
-// recorded and raised again on replay (see [DefineTool]).
+// matches them by name and input in any order. Genkit asks the model
+// again once every tool of the answer has returned, so a fork may start
+// at any model call, between two turns of tools, with the turns before it
+// served as recorded; between the tools of one answer it is refused (their
+// order is not behavior). A tool's interrupt is recorded and raised again
+// on replay (see [DefineTool]).
 //
 // A model the application defines through a plugin's own DefineModel
 // method, which registers it directly, is not seen by [Plugin]; a plugin

@@ -5,6 +5,7 @@ import (
 	"github.com/firebase/genkit/go/ai"
 	"github.com/firebase/genkit/go/genkit"
 	sfgenkit "github.com/stepfork/stepfork/contrib/genkit"
+	"slices"
 	"strings"
 	"testing"
 
@@ -382,5 +383,69 @@ func TestPromptInFlow(t *testing.T) {
 	}
 	if res.Output != "Done: booked SF100" || w.api.requests.Load() != requests || w.runs() != runs {
 		t.Errorf("frozen replay: %v, requests %d→%d, runs %v→%v", res.Output, requests, w.api.requests.Load(), runs, w.runs())
+	}
+}
+
+// Genkit runs the tools of an answer on goroutines and asks the model again
+// once they have all returned: that model call ends the turn (a join), so a
+// fork may start there, between two turns of tools, with the first turn
+// served as recorded. Inside a turn, between the tools of one answer, a
+// fork is still refused.
+func TestForkBetweenToolTurns(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	base := record(t, w, w.agent())
+	second := fork.BeforeCall(replay.KindLLM, modelName, 2)
+	var points []string
+	for _, p := range fork.Points(base) {
+		points = append(points, p.Description)
+	}
+	for _, want := range []string{"before model 'openai/gpt-4o' call 2", "before model 'openai/gpt-4o' call 3"} {
+		if !slices.Contains(points, want) {
+			t.Fatalf("fork points %q lack %q", points, want)
+		}
+	}
+	requests, runs := w.api.requests.Load(), w.runs()
+
+	v, err := fork.Run(context.Background(), base, second, w.agent(), fork.Memoize())
+	if err != nil {
+		t.Fatal(err)
+	}
+	assert.Equivalent(t, v)
+	if w.api.requests.Load() != requests || w.runs() != runs {
+		t.Fatalf("a memoized null fork at the second model call reached the model or the tools")
+	}
+
+	// The tail asks the model again with another prompt: it sees the first
+	// turn's results as recorded, which are served, not run again, and
+	// books the cheapest flight.
+	v, err = fork.Run(context.Background(), base, second, w.agent(),
+		fork.Prompt(fork.All, "Book the cheapest flight."), fork.Allow("book_flight"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	assert.OutputEqual(t, v, "Done: booked SF050")
+	if got := w.runs(); got != [3]int32{runs[0], runs[1], runs[2] + 1} {
+		t.Errorf("tool runs %v → %v, want only one more booking", runs, got)
+	}
+	if n := w.api.requests.Load() - requests; n != 2 {
+		t.Errorf("the tail called the model %d times, want 2", n)
+	}
+	var results []string
+	msgs, _ := w.api.all()[requests]["messages"].([]any)
+	for _, m := range msgs {
+		if m, _ := m.(map[string]any); m["role"] == "tool" {
+			results = append(results, text(m["content"]))
+		}
+	}
+	slices.Sort(results)
+	if got := strings.Join(results, " | "); !strings.Contains(got, "SF050 KTM-DEL 80 USD") || !strings.Contains(got, "sunny in DEL") {
+		t.Errorf("the tail's first model call got the tool results %q, want the first turn's", got)
+	}
+
+	// Step 5 is the second tool of the first answer (the group's members
+	// are written in one order: get_weather, then search_flights).
+	if _, err := fork.Run(context.Background(), base, fork.Step(5), w.agent()); err == nil || !strings.Contains(err.Error(), "a fork must not split it") {
+		t.Errorf("a fork between the tools of one answer: %v, want the group refused", err)
 	}
 }
