@@ -225,6 +225,10 @@ type session struct {
 	aligned bool        // every event so far equals the base event at its position
 	parted  atomic.Bool // !aligned, readable without the lock (memo.go)
 
+	// cleanBits has a bit per event of a recording, set when addLocked
+	// found nothing to redact in it and stamped its hashes (vouch.go).
+	cleanBits []uint64
+
 	lastEncoded atomic.Pointer[encodedValue] // the plain value the tail encoded last (memo.go)
 	state       map[string]trace.Value
 	patched     map[string]trace.Value // keys a Director patched on Read, until the agent writes them
@@ -496,6 +500,8 @@ func (s *session) addLocked(ev *trace.Event, clean *trace.Event) string {
 	}
 	var entries []trace.RedactionEntry
 	same := false // ev equals the base event at its place
+	// vouched: an event of a recording, its hashes stamped, nothing to redact
+	vouched := false
 	scrub := s.scrubbers()
 	switch {
 	case len(scrub) > 0:
@@ -523,6 +529,7 @@ func (s *session) addLocked(ev *trace.Event, clean *trace.Event) string {
 		if err == nil {
 			*ev, entries = red, es
 		}
+		vouched = s.plan == nil && err == nil && len(es) == 0
 	}
 	if s.aligned {
 		s.aligned = false
@@ -546,6 +553,11 @@ func (s *session) addLocked(ev *trace.Event, clean *trace.Event) string {
 	}
 	if ev.ID == "" {
 		s.stampLocked(ev)
+	} else {
+		vouched = false
+	}
+	if s.plan == nil {
+		s.noteVouchLocked(ev.Step, vouched)
 	}
 	for i := range entries {
 		entries[i].EventID = ev.ID
@@ -787,6 +799,8 @@ func (s *session) finish(out any, err error) (*Result, error) {
 	}
 	if len(s.lanes) > 0 {
 		s.tr.Events = s.canonicalLocked(s.tr.Events)
+	} else if s.plan == nil && !s.rescrub {
+		vouchFor(s.tr.Events, s.cleanBits)
 	}
 	if data := s.lanesFile(); data != nil {
 		s.tr.Extras = map[string][]byte{trace.LanesFile: data}

@@ -1,0 +1,144 @@
+package replay
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/stepfork/stepfork/trace"
+)
+
+type vouchIn struct {
+	Q      string `json:"q"`
+	APIKey string `json:"api_key,omitempty"`
+}
+
+type vouchOut struct {
+	Hits  int    `json:"hits"`
+	Token string `json:"token,omitempty"`
+}
+
+// vouchAgent records tool calls with clean payloads, with secrets (a
+// sensitive key, a credential in a value), a failing call, nodes and
+// state writes.
+func vouchAgent(ctx context.Context, _ trace.Value) (any, error) {
+	search := Tool("search", func(_ context.Context, in vouchIn) (vouchOut, error) {
+		if in.Q == "fail" {
+			return vouchOut{}, errors.New("no such city")
+		}
+		out := vouchOut{Hits: len(in.Q)}
+		if in.Q == "leak" {
+			out.Token = "sk-proj-abcdefghijklmnop0123456789"
+		}
+		return out, nil
+	})
+	for i, q := range []string{"lisbon", "porto", "leak", "fail", "faro"} {
+		err := Node(ctx, "n"+q, func(ctx context.Context) error {
+			in := vouchIn{Q: q}
+			if i == 1 {
+				in.APIKey = "hunter2-secret"
+			}
+			out, err := search(ctx, in)
+			if err != nil {
+				return nil // the failure is recorded; the run goes on
+			}
+			return Set(ctx, q+"_hits", out)
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return "done", nil
+}
+
+// computed is what a Prepared computes for event i without a vouch.
+func computed(ev *trace.Event) (in, out string, clean bool) {
+	var buf [4 * sha256.Size]byte
+	in, out = payloadHashes(buf[:0], ev)
+	_, entries, err := trace.RedactEvent(*ev)
+	return in, out, err == nil && len(entries) == 0
+}
+
+// TestVouchAgreesWithComputation checks that what a recording vouches for
+// is what the first replay would compute, event by event, and that events
+// holding secrets are not vouched for as clean.
+func TestVouchAgreesWithComputation(t *testing.T) {
+	t.Parallel()
+	res, err := Record(context.Background(), "vouch", nil, vouchAgent)
+	require.NoError(t, err)
+	p := Prepare(res.Trace)
+	require.NotNil(t, p.vouch, "a recording of this process is vouched for")
+	vouched := 0
+	for i := range res.Trace.Events {
+		ev := &res.Trace.Events[i]
+		in, out, clean := computed(ev)
+		if p.vouch.isClean(i) {
+			vouched++
+		}
+		gotIn, gotOut := p.hashesOf(i)
+		require.Equal(t, [2]string{in, out}, [2]string{gotIn, gotOut}, "hashes of event %d (%s)", i, ev.Type)
+		require.Equal(t, clean, p.cleanAt(i), "clean of event %d (%s)", i, ev.Type)
+	}
+	require.Greater(t, vouched, len(res.Trace.Events)/2, "most events are vouched for")
+	require.Less(t, vouched, len(res.Trace.Events), "events that held secrets are not")
+}
+
+// TestVouchIgnoresEventsChangedInPlace changes one event of a recorded
+// trace in place: that event is computed again, the others keep the vouch.
+func TestVouchIgnoresEventsChangedInPlace(t *testing.T) {
+	t.Parallel()
+	edits := []struct {
+		name string
+		edit func(ev *trace.Event)
+	}{
+		{"output", func(ev *trace.Event) { ev.Output = trace.MustParse(`{"hits":99}`) }},
+		{"output with a secret", func(ev *trace.Event) { ev.Output = trace.MustParse(`{"password":"hunter2"}`) }},
+		{"output hash", func(ev *trace.Event) { ev.OutputHash = string(make([]byte, 64)) }},
+		{"name with a credential", func(ev *trace.Event) { ev.Name = "ghp_abcdefghijklmnopqrstuvwxyz0123456789" }},
+		{"redactions", func(ev *trace.Event) { ev.Redactions = []string{"/output/hits"} }},
+		{"type", func(ev *trace.Event) { ev.Type = trace.ToolCall }},
+	}
+	for _, tc := range edits {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			res, err := Record(context.Background(), "vouch", nil, vouchAgent)
+			require.NoError(t, err)
+			evs := res.Trace.Events
+			k := -1
+			for i := range evs {
+				if evs[i].Type == trace.ToolResult && evs[i].Status == trace.StatusOK {
+					k = i
+					break
+				}
+			}
+			require.GreaterOrEqual(t, k, 0)
+			tc.edit(&evs[k])
+			p := Prepare(res.Trace)
+			require.NotNil(t, p.vouch)
+			require.False(t, p.vouch.holds(k, &evs[k]), "the changed event still holds its vouch")
+			for i := range evs {
+				in, out, clean := computed(&evs[i])
+				gotIn, gotOut := p.hashesOf(i)
+				require.Equal(t, [2]string{in, out}, [2]string{gotIn, gotOut}, "hashes of event %d", i)
+				require.Equal(t, clean, p.cleanAt(i), "clean of event %d", i)
+			}
+		})
+	}
+}
+
+// TestVouchOnlyForTheRecordedArray checks that a copy of a recorded
+// trace's events, or a shorter slice of them, is not vouched for.
+func TestVouchOnlyForTheRecordedArray(t *testing.T) {
+	t.Parallel()
+	res, err := Record(context.Background(), "vouch", nil, vouchAgent)
+	require.NoError(t, err)
+	require.NotNil(t, vouchOf(res.Trace.Events))
+	require.Nil(t, vouchOf(append([]trace.Event(nil), res.Trace.Events...)))
+	require.Nil(t, vouchOf(res.Trace.Events[:len(res.Trace.Events)-1]))
+	replayed, err := Replay(context.Background(), res.Trace, vouchAgent)
+	require.NoError(t, err)
+	require.Nil(t, vouchOf(replayed.Trace.Events), "only recordings vouch")
+}
