@@ -93,6 +93,10 @@ type Prepared struct {
 	kidAt    []int32
 	rootID   string
 	index    map[string]int32 // event id → index of its first event with that id
+	// byKey and keyCalls index the calls by matchKey, built on the first
+	// lookup (keyIndex): a faithful replay matches every call at the
+	// cursor and never needs them.
+	keysOnce sync.Once
 	byKey    map[matchKey]int32
 	keyCalls [][]int32 // indexes in calls with the same matchKey, in order
 	tools    map[string]bool
@@ -141,7 +145,6 @@ func prepare(base *trace.Trace) *Prepared {
 		markerAt:  make([]int32, n),
 		queueID:   map[[2]string]int32{},
 		index:     make(map[string]int32, n),
-		byKey:     make(map[matchKey]int32, n/2),
 		tools:     map[string]bool{},
 		models:    map[string]bool{},
 		hashes:    make([][2]string, n),
@@ -245,25 +248,35 @@ func prepare(base *trace.Trace) *Prepared {
 	return p
 }
 
-// addCall appends r and indexes it by identity and input.
+// addCall appends r.
 func (p *Prepared) addCall(r rec) {
 	r.Position = len(p.calls) + 1
-	ev := r.Call
-	k := matchKey{kind: r.Kind, input: inputOf(ev).Canonical()}
-	if r.Kind == KindTool {
-		k.name = ev.Name
-	} else {
-		k.provider, k.model = ev.Provider, ev.Model
-	}
-	id, ok := p.byKey[k]
-	if !ok {
-		id = int32(len(p.keyCalls))
-		p.byKey[k] = id
-		p.keyCalls = append(p.keyCalls, nil)
-	}
-	p.keyCalls[id] = append(p.keyCalls[id], int32(len(p.calls)))
 	p.callAt[r.event] = int32(len(p.calls))
 	p.calls = append(p.calls, r)
+}
+
+// keyIndex indexes the calls by identity and input, once.
+func (p *Prepared) keyIndex() {
+	p.keysOnce.Do(func() {
+		p.byKey = make(map[matchKey]int32, len(p.calls))
+		for i := range p.calls {
+			r := &p.calls[i]
+			ev := r.Call
+			k := matchKey{kind: r.Kind, input: inputOf(ev).Canonical()}
+			if r.Kind == KindTool {
+				k.name = ev.Name
+			} else {
+				k.provider, k.model = ev.Provider, ev.Model
+			}
+			id, ok := p.byKey[k]
+			if !ok {
+				id = int32(len(p.keyCalls))
+				p.byKey[k] = id
+				p.keyCalls = append(p.keyCalls, nil)
+			}
+			p.keyCalls[id] = append(p.keyCalls[id], int32(i))
+		}
+	})
 }
 
 // children are the indexes of the events whose parent is event i.
@@ -492,7 +505,7 @@ type plan struct {
 	state      []uint8 // per call: callPending, callConsumed or callSkipped
 	markerDone []bool
 	next       []int32 // per marker queue: next position to look at
-	keyNext    []int32 // per matchKey: calls before it are all taken
+	keyNext    []int32 // per matchKey: calls before it are all taken; nil until the first match
 	cursor     int     // calls before cursor are all consumed or skipped
 	left       int     // calls neither consumed nor skipped
 	skipped    int     // calls skipped
@@ -513,7 +526,6 @@ func newPlan(p *Prepared) *plan {
 		state:      make([]uint8, len(p.calls)),
 		markerDone: make([]bool, len(p.markers)),
 		next:       make([]int32, len(p.queues)),
-		keyNext:    make([]int32, len(p.keyCalls)),
 		left:       len(p.calls),
 	}
 	if p.ops != nil {
@@ -604,9 +616,13 @@ func (p *plan) match(kind CallKind, name, provider, model string, input trace.Va
 	} else {
 		k.provider, k.model = provider, model
 	}
+	p.keyIndex()
 	id, ok := p.byKey[k]
 	if !ok {
 		return nil
+	}
+	if p.keyNext == nil {
+		p.keyNext = make([]int32, len(p.keyCalls))
 	}
 	list := p.keyCalls[id]
 	start := p.keyNext[id]
