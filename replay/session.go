@@ -226,8 +226,9 @@ type session struct {
 	parted  atomic.Bool // !aligned, readable without the lock (memo.go)
 
 	// cleanBits has a bit per event of a recording, set when addLocked
-	// found nothing to redact in it and stamped its hashes (vouch.go).
-	cleanBits []uint64
+	// found nothing to redact in it and stamped its hashes, and sums the
+	// digest of each as it was added (vouch.go).
+	cleanBits, sums []uint64
 
 	lastEncoded atomic.Pointer[encodedValue] // the plain value the tail encoded last (memo.go)
 	state       map[string]trace.Value
@@ -557,7 +558,7 @@ func (s *session) addLocked(ev *trace.Event, clean *trace.Event) string {
 		vouched = false
 	}
 	if s.plan == nil {
-		s.noteVouchLocked(ev.Step, vouched)
+		s.noteVouchLocked(ev, vouched)
 	}
 	for i := range entries {
 		entries[i].EventID = ev.ID
@@ -800,7 +801,7 @@ func (s *session) finish(out any, err error) (*Result, error) {
 	if len(s.lanes) > 0 {
 		s.tr.Events = s.canonicalLocked(s.tr.Events)
 	} else if s.plan == nil && !s.rescrub {
-		vouchFor(s.tr.Events, s.cleanBits)
+		vouchFor(s.tr.Events, s.sums, s.cleanBits)
 	}
 	if data := s.lanesFile(); data != nil {
 		s.tr.Extras = map[string][]byte{trace.LanesFile: data}

@@ -29,8 +29,8 @@ import (
 // vouch is what a recording established about its events.
 type vouch struct {
 	n     int
-	sum   []uint64 // per event: eventDigest when the recording ended
-	clean []uint64 // bit per event: nothing to redact (without scrubbers)
+	sum   []uint64 // per event: eventDigest as the recording added it
+	clean []uint64 // bit per event: nothing to redact (without scrubbers), hashes stamped
 }
 
 // vouches are the vouches of the recordings of this process, keyed by a
@@ -39,42 +39,35 @@ var vouches sync.Map // weak.Pointer[trace.Event] → *vouch
 
 var vouchSeed = maphash.MakeSeed()
 
-// eventDigest digests every field of ev that the payload hashes or a
-// redaction pass read: the strings one after the other, then their lengths.
-func eventDigest(h *maphash.Hash, ev *trace.Event) uint64 {
-	h.Reset()
-	fields := [...]string{ev.ID, ev.RunID, ev.ParentID, string(ev.Type), string(ev.Status),
-		string(ev.ReplayPolicy), ev.InputHash, ev.OutputHash, string(ev.RunStatus),
+// eventDigest digests every field of ev that the payload hashes or the
+// payload redaction read: their text one after the other, then their
+// lengths, hashed at once (maphash's per-call cost is most of a short
+// field's). Ids, statuses and the redactions list are left out: they are
+// protected fields, where a credential makes a redaction pass refuse the
+// event, which then is kept as it is whether it was taken for clean or not.
+func eventDigest(ev *trace.Event) uint64 {
+	fields := [...]string{string(ev.Type), ev.InputHash, ev.OutputHash,
 		ev.Provider, ev.Model, ev.Name, ev.Key, ev.ErrorType, ev.Message,
 		ev.Input.Canonical(), ev.Output.Canonical(), ev.Before.Canonical(), ev.After.Canonical(), ev.Details.Canonical()}
-	var lens [4 * (len(fields) + 1)]byte
-	for i, f := range fields {
-		h.WriteString(f)
-		binary.LittleEndian.PutUint32(lens[4*i:], uint32(len(f)))
+	var scratch [512]byte
+	b := scratch[:0]
+	for _, f := range fields {
+		b = append(b, f...)
 	}
-	binary.LittleEndian.PutUint32(lens[4*len(fields):], uint32(len(ev.Redactions)))
-	h.Write(lens[:])
-	for _, r := range ev.Redactions {
-		h.WriteString(r)
-		binary.LittleEndian.PutUint32(lens[:4], uint32(len(r)))
-		h.Write(lens[:4])
+	for _, f := range fields {
+		b = binary.LittleEndian.AppendUint32(b, uint32(len(f)))
 	}
-	return h.Sum64()
+	return maphash.Bytes(vouchSeed, b)
 }
 
-// vouchFor records what the recorder established about evs: every event's
-// stored hashes are its payloads' and clean[i] says event i held nothing to
-// redact.
-func vouchFor(evs []trace.Event, clean []uint64) {
-	if len(evs) == 0 {
+// vouchFor records what the recorder established about evs: sum[i] is
+// event i's digest when it was added, and clean[i] says its hashes were
+// stamped from its payloads and it held nothing to redact.
+func vouchFor(evs []trace.Event, sum, clean []uint64) {
+	if len(evs) == 0 || len(sum) != len(evs) {
 		return
 	}
-	v := &vouch{n: len(evs), sum: make([]uint64, len(evs)), clean: clean}
-	var h maphash.Hash
-	h.SetSeed(vouchSeed)
-	for i := range evs {
-		v.sum[i] = eventDigest(&h, &evs[i])
-	}
+	v := &vouch{n: len(evs), sum: sum, clean: clean}
 	key := weak.Make(&evs[0])
 	vouches.Store(key, v)
 	runtime.AddCleanup(&evs[0], func(k weak.Pointer[trace.Event]) { vouches.Delete(k) }, key)
@@ -94,22 +87,20 @@ func vouchOf(evs []trace.Event) *vouch {
 }
 
 // holds reports whether event i is as it was recorded.
-func (v *vouch) holds(i int, ev *trace.Event) bool {
-	var h maphash.Hash
-	h.SetSeed(vouchSeed)
-	return eventDigest(&h, ev) == v.sum[i]
-}
+func (v *vouch) holds(i int, ev *trace.Event) bool { return eventDigest(ev) == v.sum[i] }
 
 // isClean reports whether the recorder found nothing to redact in event i.
 func (v *vouch) isClean(i int) bool { return v.clean[i/64]&(1<<(i%64)) != 0 }
 
-// noteVouchLocked notes whether the event just appended to a recording is
-// vouched for (see addLocked); i is its step.
-func (s *session) noteVouchLocked(i int, ok bool) {
+// noteVouchLocked notes, for the event ev just stamped in a recording,
+// whether it is vouched for (see addLocked) and its digest.
+func (s *session) noteVouchLocked(ev *trace.Event, ok bool) {
+	i := ev.Step
 	for i/64 >= len(s.cleanBits) {
 		s.cleanBits = append(s.cleanBits, 0)
 	}
 	if ok {
 		s.cleanBits[i/64] |= 1 << (i % 64)
 	}
+	s.sums = append(s.sums, eventDigest(ev))
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -87,19 +89,27 @@ func TestVouchAgreesWithComputation(t *testing.T) {
 }
 
 // TestVouchIgnoresEventsChangedInPlace changes one event of a recorded
-// trace in place: that event is computed again, the others keep the vouch.
+// trace in place: where the change could matter, that event is computed
+// again (the others keep the vouch), and a replay of the changed trace
+// gives what a replay of a copy (no vouch) gives, event for event.
 func TestVouchIgnoresEventsChangedInPlace(t *testing.T) {
 	t.Parallel()
 	edits := []struct {
-		name string
-		edit func(ev *trace.Event)
+		name   string
+		edit   func(ev *trace.Event)
+		digest bool // the digest sees the change
 	}{
-		{"output", func(ev *trace.Event) { ev.Output = trace.MustParse(`{"hits":99}`) }},
-		{"output with a secret", func(ev *trace.Event) { ev.Output = trace.MustParse(`{"password":"hunter2"}`) }},
-		{"output hash", func(ev *trace.Event) { ev.OutputHash = string(make([]byte, 64)) }},
-		{"name with a credential", func(ev *trace.Event) { ev.Name = "ghp_abcdefghijklmnopqrstuvwxyz0123456789" }},
-		{"redactions", func(ev *trace.Event) { ev.Redactions = []string{"/output/hits"} }},
-		{"type", func(ev *trace.Event) { ev.Type = trace.ToolCall }},
+		{"output", func(ev *trace.Event) { ev.Output = trace.MustParse(`{"hits":99}`) }, true},
+		{"output with a secret", func(ev *trace.Event) { ev.Output = trace.MustParse(`{"password":"hunter2"}`) }, true},
+		{"output with a credential", func(ev *trace.Event) { ev.Output = trace.MustParse(`{"hits":"sk-proj-abcdefghijklmnop012345"}`) }, true},
+		{"output hash", func(ev *trace.Event) { ev.OutputHash = string(make([]byte, 64)) }, true},
+		{"name with a credential", func(ev *trace.Event) { ev.Name = "ghp_abcdefghijklmnopqrstuvwxyz0123456789" }, true},
+		{"type", func(ev *trace.Event) { ev.Type = trace.ToolCall }, true},
+		// Protected fields: a credential there makes the redaction pass
+		// refuse the event, which is then kept as it is either way.
+		{"redactions", func(ev *trace.Event) { ev.Redactions = []string{"/output/hits"} }, false},
+		{"id with a credential", func(ev *trace.Event) { ev.ID = "ghp_abcdefghijklmnopqrstuvwxyz0123456789" }, false},
+		{"parent with a credential", func(ev *trace.Event) { ev.ParentID = "sk-proj-abcdefghijklmnop012345" }, false},
 	}
 	for _, tc := range edits {
 		t.Run(tc.name, func(t *testing.T) {
@@ -118,15 +128,60 @@ func TestVouchIgnoresEventsChangedInPlace(t *testing.T) {
 			tc.edit(&evs[k])
 			p := Prepare(res.Trace)
 			require.NotNil(t, p.vouch)
-			require.False(t, p.vouch.holds(k, &evs[k]), "the changed event still holds its vouch")
-			for i := range evs {
-				in, out, clean := computed(&evs[i])
-				gotIn, gotOut := p.hashesOf(i)
-				require.Equal(t, [2]string{in, out}, [2]string{gotIn, gotOut}, "hashes of event %d", i)
-				require.Equal(t, clean, p.cleanAt(i), "clean of event %d", i)
+			require.Equal(t, !tc.digest, p.vouch.holds(k, &evs[k]), "the vouch of the changed event")
+			if tc.digest {
+				for i := range evs {
+					in, out, clean := computed(&evs[i])
+					gotIn, gotOut := p.hashesOf(i)
+					require.Equal(t, [2]string{in, out}, [2]string{gotIn, gotOut}, "hashes of event %d", i)
+					require.Equal(t, clean, p.cleanAt(i), "clean of event %d", i)
+				}
 			}
+			copied := *res.Trace
+			copied.Events = append([]trace.Event(nil), evs...)
+			require.Nil(t, vouchOf(copied.Events))
+			got, gotErr := Replay(context.Background(), res.Trace, vouchAgent)
+			want, wantErr := Replay(context.Background(), &copied, vouchAgent)
+			require.Equal(t, fmt.Sprint(wantErr), fmt.Sprint(gotErr))
+			require.Equal(t, normalized(want.Trace, evs), normalized(got.Trace, evs))
+			require.Equal(t, redactionPaths(want.Trace), redactionPaths(got.Trace))
 		})
 	}
+}
+
+// normalized is tr's events without run id, times and durations, and
+// with every id not taken from the base events replaced by its position.
+func normalized(tr *trace.Trace, base []trace.Event) []trace.Event {
+	known := map[string]bool{}
+	for _, ev := range base {
+		known[ev.ID] = true
+	}
+	name := map[string]string{}
+	for i, ev := range tr.Events {
+		if !known[ev.ID] {
+			name[ev.ID] = fmt.Sprint("#", i)
+		}
+	}
+	out := make([]trace.Event, len(tr.Events))
+	for i, ev := range tr.Events {
+		ev.RunID, ev.Timestamp, ev.DurationMS = "", time.Time{}, nil
+		if n, ok := name[ev.ID]; ok {
+			ev.ID = n
+		}
+		if n, ok := name[ev.ParentID]; ok {
+			ev.ParentID = n
+		}
+		out[i] = ev
+	}
+	return out
+}
+
+func redactionPaths(tr *trace.Trace) []string {
+	var out []string
+	for _, e := range tr.Redactions {
+		out = append(out, e.Path+" "+e.Reason)
+	}
+	return out
 }
 
 // TestVouchOnlyForTheRecordedArray checks that a copy of a recorded
