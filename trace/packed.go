@@ -290,6 +290,18 @@ func (e packedEvents) Read(b []byte) (int, error) {
 	return n, nil
 }
 
+// finish reads the rest of events.jsonl, when it was not read to its end,
+// and checks the end of the archive, once: an archive read partly (a fork
+// of its first steps) is refused as one read whole is.
+func (p *packedReader) finish() error {
+	if !p.finished {
+		if _, err := io.Copy(io.Discard, packedEvents{p}); err != nil && p.endErr == nil {
+			p.finished, p.endErr = true, err
+		}
+	}
+	return p.endErr
+}
+
 // end checks what follows events.jsonl.
 func (p *packedReader) end() error {
 	hdr, err := p.tr.Next()

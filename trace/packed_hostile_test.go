@@ -158,6 +158,21 @@ func TestPackedHostile(t *testing.T) {
 			if _, err := ReadBehavior(p, nil); err == nil {
 				t.Error("ReadBehavior accepted it")
 			}
+			// A reader that stops after the first event still refuses it:
+			// Close reads the archive to its end.
+			if r, err := Open(p); err == nil {
+				for _, err := range r.Events() {
+					if err != nil {
+						t.Logf("Events: %v", err)
+					}
+					break
+				}
+				if err := r.Close(); !errors.Is(err, ErrCorruptPacked) {
+					t.Errorf("Open, one event, Close: %v, want ErrCorruptPacked", err)
+				}
+			} else if !errors.Is(err, ErrCorruptPacked) {
+				t.Errorf("Open: %v, want ErrCorruptPacked", err)
+			}
 			if res := VerifyIntegrity(p); res.Status == IntegrityVerified {
 				t.Errorf("VerifyIntegrity verified it: %+v", res)
 			}

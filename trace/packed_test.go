@@ -253,6 +253,23 @@ func FuzzPacked(f *testing.F) {
 		tr, err := Load(p)
 		VerifyIntegrity(p)
 		ValidateBundle(context.Background(), p, CheckIntegrity())
+		// A reader that stops after one event sees what Load sees of the
+		// archive: Close reads it to its end.
+		var partial error
+		if r, oerr := Open(p); oerr != nil {
+			partial = oerr
+		} else {
+			for range r.Events() {
+				break
+			}
+			partial = r.Close()
+		}
+		if err == nil && partial != nil {
+			t.Fatalf("Load read it, Open, one event and Close refused it: %v", partial)
+		}
+		if errors.Is(err, ErrCorruptPacked) && partial == nil {
+			t.Fatalf("Load refused the archive (%v), Open, one event and Close did not", err)
+		}
 		if err != nil {
 			return
 		}

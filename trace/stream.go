@@ -154,13 +154,22 @@ func (r *Reader) Manifest() Manifest { return r.manifest }
 // Redactions returns the entries of redactions.json.
 func (r *Reader) Redactions() []RedactionEntry { return r.redactions }
 
-// Close closes the files of the bundle.
+// Close closes the files of the bundle. A packed bundle whose events were
+// not read to their end is read to the end of its archive first: the error
+// is that of an archive that holds more than its bundle (see
+// [PackedSuffix]), as reading the events to their end would have been.
 func (r *Reader) Close() error {
 	if r.f == nil {
 		return nil
 	}
 	r.f = nil
-	return r.b.Close()
+	var err error
+	if r.b.pr != nil {
+		if err = r.b.pr.finish(); err != nil {
+			err = storageErr(err, "%s", err.Error())
+		}
+	}
+	return errors.Join(err, r.b.Close())
 }
 
 // Events iterates over the events in file order. After the first error it
