@@ -326,7 +326,8 @@ func (p *packedReader) end() error {
 // It refuses to replace an existing dst unless opts include [Overwrite].
 // Every file of src is read through the same checks as Load's (regular files
 // inside the bundle, size limits) and must be listed by integrity.json when
-// src has one, so that the packed bundle verifies as src does. The
+// src has one, so that the packed bundle verifies as src does; a bundle
+// above the budget of a packed bundle (1 GiB of files) is refused. The
 // temporary files that packs of dst killed before they finished left
 // beside it are removed first.
 func Pack(src, dst string, opts ...SaveOption) error {
@@ -354,6 +355,15 @@ func Pack(src, dst string, opts ...SaveOption) error {
 	names, err := bundleFiles(b)
 	if err != nil {
 		return err
+	}
+	var total int64
+	for _, n := range names {
+		if m := b.files[n]; m != nil && m.err == nil {
+			total += m.size
+		}
+	}
+	if total > maxPackedBytes {
+		return storageErr(nil, "%s: its files are %d bytes, more than the %d bytes a packed bundle may hold; keep it as a directory", src, total, maxPackedBytes)
 	}
 	top := strings.TrimSuffix(filepath.Base(dst), ".tar.gz")
 	dir := parentDir(dst)

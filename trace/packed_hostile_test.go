@@ -280,3 +280,26 @@ func TestPackLeftovers(t *testing.T) {
 		}
 	}
 }
+
+// TestPackOverBudget checks that Pack refuses a bundle whose files are more
+// than a packed bundle may hold, before it compresses anything: every
+// reader would refuse the archive it made. (events.jsonl is sparse: nothing
+// is written.)
+func TestPackOverBudget(t *testing.T) {
+	t.Parallel()
+	src := filepath.Join(t.TempDir(), "big.sftrace")
+	if err := os.CopyFS(src, os.DirFS(filepath.Join(vectorDir, "stepfork", "successful_run.sftrace"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(filepath.Join(src, EventsFile), maxPackedBytes); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(t.TempDir(), "big"+PackedSuffix)
+	err := Pack(src, dst)
+	if err == nil || !strings.Contains(err.Error(), "more than the 1073741824 bytes a packed bundle may hold") || !strings.Contains(err.Error(), src) {
+		t.Errorf("Pack of a bundle of more than 1 GiB: %v, want a refusal naming it", err)
+	}
+	if entries, _ := os.ReadDir(filepath.Dir(dst)); len(entries) != 0 {
+		t.Errorf("the refused pack left %v", entries)
+	}
+}
