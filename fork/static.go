@@ -128,7 +128,10 @@ type Result struct {
 // src is a *trace.Trace or the path of a bundle. A path is streamed: only
 // the events up to the cut are read, and lines already in the form Save
 // writes are copied with only their run id rewritten, so the cost grows
-// with the cut, not with the trace. The fork of a path is saved to
+// with the cut, not with the trace (a packed bundle's archive is still
+// decompressed to its end, undecoded, so that one holding more than its
+// bundle is refused as every reader refuses it; see [trace.PackedSuffix]).
+// The fork of a path is saved to
 // [SaveTo]'s path, by default [DefaultOutputPath] beside it; the fork of a
 // *trace.Trace is saved only with SaveTo.
 //
@@ -217,6 +220,7 @@ func forkPath(path string, cut Cut, cfg *traceConfig) (*Result, error) {
 		parentFork: parentFork,
 		lanes:      lanes,
 		build:      build,
+		finish:     r.Close,
 	}
 	var sc scan
 	made, err := forkSource(src, cut, cfg, &sc, false)
@@ -288,9 +292,10 @@ type source struct {
 	rawLine    func() (line []byte, saved bool)
 	decode     func(*trace.Event) error
 	parentPath string
-	parentFork []byte // the parent's fork.json, if it is a fork itself
-	lanes      []byte // the parent's lanes.json, if any
-	build      []byte // the parent's build.json, if any: the code that made the kept events
+	parentFork []byte       // the parent's fork.json, if it is a fork itself
+	lanes      []byte       // the parent's lanes.json, if any
+	build      []byte       // the parent's build.json, if any: the code that made the kept events
+	finish     func() error // ends reading the parent, nil when read whole
 }
 
 type made struct {
@@ -630,6 +635,13 @@ func forkSource(src *source, cut Cut, cfg *traceConfig, sc *scan, keep bool) (*m
 	}
 	if err := sc.run(src.events, cut, targets, write); err != nil {
 		return nil, err
+	}
+	if src.finish != nil {
+		// A parent read up to the cut is still read as a whole bundle: a
+		// packed parent whose archive holds more than its bundle is refused.
+		if err := src.finish(); err != nil {
+			return nil, err
+		}
 	}
 	for _, c := range calls {
 		if c.hits > 0 {

@@ -1,13 +1,17 @@
 package fork
 
 import (
+	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -144,5 +148,82 @@ func TestStreamedForkErrorsLeaveNothing(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Errorf("the failed fork left %v", entries)
+	}
+}
+
+// TestStreamedForkOfPackedReadsTheWholeArchive: a fork of the first steps
+// of a packed bundle whose archive holds an entry after events.jsonl is
+// refused as every reader refuses it (the rest of the archive is read,
+// though no event of it is kept), and leaves nothing; the same fork of a
+// sound packed bundle is the fork of its directory.
+func TestStreamedForkOfPackedReadsTheWholeArchive(t *testing.T) {
+	t.Parallel()
+	src := saveTemp(t, tenSteps(t), "ten.sftrace")
+	dir := t.TempDir()
+	good := filepath.Join(dir, "ten"+trace.PackedSuffix)
+	if err := trace.Pack(src, good); err != nil {
+		t.Fatal(err)
+	}
+	fromDir := filepath.Join(t.TempDir(), "dir.sftrace")
+	fromPacked := filepath.Join(t.TempDir(), "packed.sftrace")
+	now := func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }
+	if _, err := Trace(src, ThroughStep(1), testOpts{OutputPath: fromDir, RunID: "run_f", Now: now}.list()...); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Trace(good, ThroughStep(1), testOpts{OutputPath: fromPacked, RunID: "run_f", Now: now}.list()...); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{trace.ManifestFile, trace.EventsFile} {
+		a, _ := os.ReadFile(filepath.Join(fromDir, name))
+		b, _ := os.ReadFile(filepath.Join(fromPacked, name))
+		if !bytes.Equal(a, b) {
+			t.Errorf("%s of the fork of the packed bundle differs from the fork of its directory", name)
+		}
+	}
+
+	// The archive again, with a second manifest after events.jsonl.
+	data, err := os.ReadFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	tr := tar.NewReader(zr)
+	var manifest []byte
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(tr)
+		if strings.HasSuffix(h.Name, "/"+trace.ManifestFile) {
+			manifest = body
+		}
+		tw.WriteHeader(h)
+		tw.Write(body)
+	}
+	tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "ten.sftrace/" + trace.ManifestFile, Mode: 0o644, Size: int64(len(manifest))})
+	tw.Write(manifest)
+	tw.Close()
+	zw.Close()
+	bad := filepath.Join(dir, "bad"+trace.PackedSuffix)
+	if err := os.WriteFile(bad, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "out.sftrace")
+	_, err = Trace(bad, ThroughStep(1), SaveTo(out))
+	if !errors.Is(err, trace.ErrCorruptPacked) || !strings.Contains(err.Error(), "follows events.jsonl") {
+		t.Errorf("fork of a packed bundle with an entry after events.jsonl: %v, want ErrCorruptPacked", err)
+	}
+	if _, err := os.Lstat(out); err == nil {
+		t.Error("the refused fork was saved")
 	}
 }
