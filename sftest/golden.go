@@ -2,8 +2,10 @@ package sftest
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -52,6 +54,12 @@ func Golden(t *testing.T, v any, opts ...autogold.Option) {
 	// autogold.ExpectFile is called even when the file matches: under
 	// -update -clean it deletes the golden files no test asked for.
 	want, err := readlimit.ReadFile(file, maxGoldenBytes) // never a FIFO, never a gigabyte
+	if known && err != nil && !errors.Is(err, fs.ErrNotExist) {
+		// autogold reads the file itself, whole and blocking: a FIFO would
+		// hang the test, a link to /dev/zero or a gigabyte fill its memory,
+		// with -update too.
+		t.Fatalf("sftest.Golden: %v\na golden file is a regular file of at most %d bytes: remove %s and write it again with:\n\tgo test -run '%s' -update", err, maxGoldenBytes, file, again)
+	}
 	switch {
 	case known && err == nil && bytes.Equal(want, []byte(text)):
 		// matches: nothing to say
