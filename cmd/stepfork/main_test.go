@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stepfork/stepfork/internal/hostile"
 )
 
 // updateGolden rewrites the golden files under testdata/ instead of
@@ -38,6 +39,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	removeBenchBundles()
+	hostile.Cleanup()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
