@@ -928,6 +928,15 @@ func alignNumbered(bs []trace.BehaviorStep, bn *stepNumbers, vs []trace.Behavior
 	var more map[exactKey]int32 // the variant's steps the base lacks
 	for i := range vs {
 		s := &vs[i]
+		if i < len(bs) {
+			// A step equal to the base step at its place (a fork's served
+			// prefix, whose payloads are the base's own strings, compares
+			// by pointer) has its number: no lookup.
+			if b := &bs[i]; b.Type == s.Type && b.Label == s.Label && b.Payload == s.Payload {
+				vex[i] = bex[i]
+				continue
+			}
+		}
 		k := exactKey{s.Type, s.Label, s.Payload.Canonical()}
 		id, ok := bn.byKey[k]
 		if !ok {
