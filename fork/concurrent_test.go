@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -216,6 +217,55 @@ func TestStaticForkKeepsTheLanesOfKeptEvents(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, got, tc.lanes, tc.at)
 	}
+}
+
+// A static fork keeps the joins of the events it keeps, in memory and
+// saved, so its turns stay parts: the model call between them is still a
+// fork point.
+func TestStaticForkKeepsTheJoinsOfKeptEvents(t *testing.T) {
+	t.Parallel()
+	sh := shape(t, "turns")
+	rec, err := replay.Record(context.Background(), "turns", sh.Input, sh.Agent(shapes.Delays{Max: time.Millisecond}))
+	require.NoError(t, err)
+	joins, err := trace.Joins(rec.Trace.Extras[trace.JoinsFile])
+	require.NoError(t, err)
+	require.Len(t, joins, 2, "the second and third model calls")
+	third := -1
+	for _, ev := range rec.Trace.Events {
+		if ev.ID == joins[1] {
+			third = ev.Step
+		}
+	}
+	path := filepath.Join(t.TempDir(), "turns.sftrace")
+	require.NoError(t, rec.Trace.Save(path))
+	for _, tc := range []struct {
+		at    fork.Cut
+		joins []string
+	}{{fork.ThroughStep(third - 1), joins[:1]}, {fork.ThroughStep(third), joins}, {fork.ThroughStep(2), nil}} {
+		mem, err := fork.Trace(rec.Trace, tc.at)
+		require.NoError(t, err, tc.at)
+		saved, err := fork.Trace(path, tc.at, fork.SaveTo(filepath.Join(t.TempDir(), "cut.sftrace")))
+		require.NoError(t, err, tc.at)
+		loaded, err := trace.Load(saved.Path)
+		require.NoError(t, err, tc.at)
+		for _, tr := range []*trace.Trace{mem.Trace, loaded} {
+			data, ok := tr.Extras[trace.JoinsFile]
+			if tc.joins == nil {
+				require.False(t, ok, "%v: joins %s", tc.at, data)
+				continue
+			}
+			got, err := trace.Joins(data)
+			require.NoError(t, err, tc.at)
+			require.Equal(t, tc.joins, got, tc.at)
+		}
+	}
+	mem, err := fork.Trace(rec.Trace, fork.ThroughStep(third))
+	require.NoError(t, err)
+	var points []string
+	for _, p := range fork.Points(mem.Trace) {
+		points = append(points, p.Description)
+	}
+	require.Contains(t, points, "before model 'fake/m' call 2")
 }
 
 // The reproduction of a change aimed at one concurrent call: a

@@ -172,6 +172,7 @@ func forkLoaded(tr *trace.Trace, cut Cut, cfg *traceConfig) (*Result, error) {
 		parentPath: tr.Path,
 		parentFork: tr.Extras[infoFile],
 		lanes:      tr.Extras[trace.LanesFile],
+		joins:      tr.Extras[trace.JoinsFile],
 		build:      tr.Extras[trace.BuildFile],
 	}
 	var sc scan
@@ -206,6 +207,10 @@ func forkPath(path string, cut Cut, cfg *traceConfig) (*Result, error) {
 	if err != nil {
 		return nil, &staticError{msg: fmt.Sprintf("cannot read the lanes of %s: %v", path, err), err: err}
 	}
+	joins, err := r.Extra(trace.JoinsFile)
+	if err != nil {
+		return nil, &staticError{msg: fmt.Sprintf("cannot read the joins of %s: %v", path, err), err: err}
+	}
 	build, err := r.Extra(trace.BuildFile)
 	if err != nil {
 		return nil, &staticError{msg: fmt.Sprintf("cannot read the build of %s: %v", path, err), err: err}
@@ -219,6 +224,7 @@ func forkPath(path string, cut Cut, cfg *traceConfig) (*Result, error) {
 		parentPath: path,
 		parentFork: parentFork,
 		lanes:      lanes,
+		joins:      joins,
 		build:      build,
 		finish:     r.Close,
 	}
@@ -294,6 +300,7 @@ type source struct {
 	parentPath string
 	parentFork []byte       // the parent's fork.json, if it is a fork itself
 	lanes      []byte       // the parent's lanes.json, if any
+	joins      []byte       // the parent's joins.json, if any
 	build      []byte       // the parent's build.json, if any: the code that made the kept events
 	finish     func() error // ends reading the parent, nil when read whole
 }
@@ -706,6 +713,9 @@ func forkSource(src *source, cut Cut, cfg *traceConfig, sc *scan, keep bool) (*m
 	forked := &trace.Trace{Manifest: m, Events: events, Redactions: reds, Extras: map[string][]byte{infoFile: data}}
 	if lanes := keptLanes(src.lanes, keptIDs); lanes != nil {
 		forked.Extras[trace.LanesFile] = lanes
+		if joins := keptJoins(src.joins, keptIDs); joins != nil {
+			forked.Extras[trace.JoinsFile] = joins
+		}
 	}
 	if src.build != nil {
 		forked.Extras[trace.BuildFile] = src.build
@@ -954,6 +964,28 @@ func checkStructure(kept []keptMeta, last keptMeta) error {
 		seen[ev.id] = i
 	}
 	return nil
+}
+
+// keptJoins is the joins file of a static fork: the parent's joins that
+// the fork keeps (nil when none is left, or the parent's file is
+// unreadable: each scope's group is then one part).
+func keptJoins(data []byte, kept map[string]bool) []byte {
+	if len(data) == 0 {
+		return nil
+	}
+	joins, err := trace.Joins(data)
+	if err != nil {
+		return nil
+	}
+	joins = slices.DeleteFunc(joins, func(id string) bool { return !kept[id] })
+	if len(joins) == 0 {
+		return nil
+	}
+	out, err := json.Marshal(joins)
+	if err != nil {
+		return nil
+	}
+	return out
 }
 
 func isOutputPointer(p string) bool { return p == "/output" || strings.HasPrefix(p, "/output/") }
