@@ -200,6 +200,10 @@ func pageText(t *testing.T, p *view.Page) string {
 	return durations.ReplaceAllString(newRenderer().normalize(s), "<duration>")
 }
 
+// sweepBase is the start of a sweep's Explain, naming its base by the
+// start of the run id.
+var sweepBase = regexp.MustCompile(`^sweep of \S+`)
+
 // durations are how long a call took, as a page shows them ("3 ms", and
 // "ms":3 in its data): timing, not behavior.
 var durations = regexp.MustCompile(`\b\d+(\.\d+)? ?(ns|µs|ms|s)\b|"ms":\d+`)
@@ -211,7 +215,7 @@ var durations = regexp.MustCompile(`\b\d+(\.\d+)? ?(ns|µs|ms|s)\b|"ms":\d+`)
 // text and JSON (ids normalized as a rendering normalizes them), its page
 // (durations blanked too), and the report text of a corpus entry for it.
 func TestScheduleTexts(t *testing.T) {
-	recordings := repetitions(t, "STEPFORK_SCHEDULE_RECORDINGS", 3)
+	recordings := repetitions(t, "STEPFORK_SCHEDULE_RECORDINGS", 2)
 	eachProcs(t, func(t *testing.T) {
 		for _, sh := range shapes.All() {
 			t.Run(sh.Name, func(t *testing.T) {
@@ -240,6 +244,19 @@ func TestScheduleTexts(t *testing.T) {
 					liveModel = liveModel || v.LiveModelCalls > 0
 					texts["run page"] = append(texts["run page"], pageText(t, view.RunPage(base)))
 					texts["variant page"] = append(texts["variant page"], pageText(t, view.VariantPage(v)))
+					// A sweep of the change and a control: its golden, its
+					// Explain and its page.
+					sw, err := fork.Each(context.Background(), base, fork.Start(), sh.Agent(replayDelays),
+						[]fork.Named{{Name: "control"}, {Name: "change", Changes: []fork.Change{change}}},
+						fork.Memoize(), fork.Allow(sh.Allow...), fork.Concurrency(2))
+					if err != nil {
+						t.Fatal(err)
+					}
+					texts["sweep golden"] = append(texts["sweep golden"], mustRender(t, sw))
+					// It names the base by the start of its run id.
+					explain := sweepBase.ReplaceAllString(sw.Explain(), "sweep of <run>")
+					texts["sweep explain"] = append(texts["sweep explain"], newRenderer().normalize(explain))
+					texts["sweep page"] = append(texts["sweep page"], pageText(t, view.SweepPage(base, view.FromSweep(sw), func(string) string { return "" })))
 					outcome, div := variantOutcome(base, v)
 					rep, err := corpus.Merge([]corpus.Record{
 						{Kind: "shard", Corpus: "TestCorpus", Total: 1, Matched: 1, Owned: 1},
@@ -253,11 +270,11 @@ func TestScheduleTexts(t *testing.T) {
 				if sh.OrderVaries {
 					t.Skipf("%s: its recordings may be written in other orders (a scope's own goroutine works while its goroutines do)", sh.Name)
 				}
-				for _, kind := range []string{"recording", "golden", "explain", "diff text", "diff json", "run page", "variant page", "report"} {
+				for _, kind := range []string{"recording", "golden", "explain", "diff text", "diff json", "run page", "variant page", "sweep golden", "sweep explain", "sweep page", "report"} {
 					if strings.HasSuffix(kind, "page") && sh.RandomData {
 						continue // a page shows the random values
 					}
-					if kind == "variant page" && liveModel {
+					if (kind == "variant page" || kind == "sweep page") && liveModel {
 						// A model call of the tail ran live and its
 						// response id, which the provider minted, shows
 						// changed on the page, cut where the two ids differ
