@@ -46,6 +46,14 @@ func canaries() []canary {
 		{"github server token", "ghs_" + "16C7e42F292c6912E7710c838347Ae178B4a", "16C7e42F292c"},
 		{"gitlab token", "glpat-" + "xVzB7ZK1sYjqJ8tRfM2n", "xVzB7ZK1sYjq"},
 		{"npm token", "npm_" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4zAb3d", "Ab3dEf6hIj9k"},
+		{"hugging face token", "hf_" + "QzWxEcRvTbYnUmIkOlPaSdFgHjKlZxCvBn", "QzWxEcRvTbYn"},
+		{"http basic", "Authorization: Basic " + "dXNlcjpodW50ZXIyc2VjcmV0", "dXNlcjpodW50"},
+		{"url userinfo", "see https://bob:" + "Hunter2Secretpw@example.com/x", "Hunter2Secretpw"},
+		{"database dsn", "postgres://app:" + "Pg5ecretPassw0rd@db.internal:5432/prod", "Pg5ecretPassw0rd"},
+		{"api_key in text", "api_key=" + "k3yV4lu3S3cr3tXyz", "k3yV4lu3S3cr3t"},
+		{"access_token in text", "access_token=" + "t0k3nV4lu3S3cr3tQ", "t0k3nV4lu3S3cr3t"},
+		{"aws secret key", "AKIAQYLPMN5HHHFPZAM2 " + "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "wJalrXUtnFEMI"},
+		{"azure account key", "AccountKey=" + "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==", "Eby8vdM02xNO"},
 	}
 }
 
@@ -56,14 +64,17 @@ const placeholder = "QQPLACEHOLDERQQ"
 
 // canaryRun records a failed run that carries the placeholder in every
 // place a string can be: ids, run id, agent name, tool names, model,
-// provider, state key, error types and messages, the failure, payloads.
-// variant changes a result and adds a call, for diffs.
+// provider, state key, error types and messages, the failure, payloads,
+// object keys; glued to the word characters before it (run_…, x_…, 9…)
+// and after a line break that JSON output escapes as \n (a last pass over
+// output saw "\nghp_…" as one word). variant changes a result and adds a
+// call, for diffs.
 func canaryRun(variant bool) *trace.Trace {
 	p := placeholder
-	b := trace.NewBuilder("agent " + p).RunID("run-" + p).IDs(func(n int) string { return fmt.Sprintf("evt-%s-%d", p, n) })
-	start := b.RunStart(map[string]any{"ask": "refund " + p, "user": p})
+	b := trace.NewBuilder("a\n" + p).RunID("run_" + p).IDs(func(n int) string { return fmt.Sprintf("evt-%s-%d", p, n) })
+	start := b.RunStart(map[string]any{"ask": "refund " + p, "user": p, p: "as a key", "k_" + p: "glued key"})
 	b.LLM("prov-"+p, "model-"+p, map[string]any{"prompt": "use " + p}, map[string]any{"content": "call tool-" + p})
-	b.Tool("tool-"+p, map[string]any{"q": p}, map[string]any{"result": "found " + p})
+	b.Tool("tool-"+p, map[string]any{"q": p, "glued": "x_" + p, "digit": "9" + p, "escaped": "line\n" + p}, map[string]any{"result": "found " + p})
 	out := "ok " + p
 	if variant {
 		out = "changed " + p
@@ -72,6 +83,7 @@ func canaryRun(variant bool) *trace.Trace {
 	b.State("key-"+p, map[string]any{"v": p}, map[string]any{"v": out})
 	call := b.ToolCall("pay-"+p, map[string]any{"card": p})
 	b.ToolFailure(call, "Err-"+p, "declined: "+p)
+	b.Tool("lookup_"+p, map[string]any{p: map[string]any{"nested " + p: p}}, map[string]any{"z" + p: "value"})
 	b.Error(start, "Fail-"+p, "run failed: "+p, map[string]any{"why": p})
 	b.Fail("Fail-"+p, "run failed: "+p)
 	return b.MustTrace()
@@ -205,6 +217,8 @@ func TestCanariesNeverPrinted(t *testing.T) {
 				{"fork", "base.sftrace", "--at-event", firstID, "-o", "f3.sftrace"},
 				{"fork", "base.sftrace", "--at-step", "4", "--override", `4={"v":"` + string(esc[1:len(esc)-1]) + `"}`, "-o", "f4.sftrace", "--json"},
 				{"fork", "dup.sftrace", "--at-step", "1", "-o", "f5.sftrace"},
+				{"view", "base.sftrace", "--html", "page.html"},
+				{"view", "dup.sftrace", "--html", "dup.html"},
 			}
 			for _, args := range runs {
 				r := stepfork(t, dir, nil, args...)
