@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stepfork/stepfork/internal/corpus"
 	"github.com/stepfork/stepfork/trace"
 )
 
@@ -251,6 +252,78 @@ func TestCanariesNeverPrinted(t *testing.T) {
 			})
 			if err != nil {
 				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestCanariesNeverReported gives stepfork report results whose every
+// string (corpus and entry names, divergence, tail, statuses, paths, build
+// fields) carries a canary of every kind, raw, glued to a word and after an
+// escaped line break, and finds none in its text, JSON or page.
+func TestCanariesNeverReported(t *testing.T) {
+	t.Parallel()
+	for _, c := range canaries() {
+		t.Run(c.kind, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			s := c.secret
+			var b strings.Builder
+			enc := func(r corpus.Record) {
+				if err := corpus.Encode(&b, r); err != nil {
+					t.Fatal(err)
+				}
+			}
+			name := "TestCorpus_" + s
+			enc(corpus.Record{Kind: "shard", Corpus: name, Index: 0, Total: 1, Matched: 2, Owned: 2,
+				Module: "m_" + s, Version: "v" + s, Revision: "r" + s, RevisionTime: "t\n" + s})
+			// Paths joined by hand: filepath.Join would fold the // of a
+			// URL, which then is no credential's shape.
+			for i, path := range []string{dir + "/x_" + s + ".sftrace", dir + "/9" + s + ".sftrace"} {
+				enc(corpus.Record{Kind: "entry", Corpus: name, Name: fmt.Sprintf("entry%d_%s", i, s), Outcome: corpus.Diverged,
+					Divergence: "tool 'lookup_" + s + "' input differs: a\n" + s, BaseStatus: "s_" + s, Status: "z" + s,
+					Tail: "tail " + s, Path: path, Revision: "r" + s, RevisionTime: "t\n" + s, Module: "m_" + s, Version: "v" + s})
+				enc(corpus.Record{Kind: "used", Path: path})
+			}
+			if err := os.WriteFile(filepath.Join(dir, "pkg.test.shard-0-of-1.jsonl"), []byte(b.String()), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			page := filepath.Join(dir, "report.html")
+			for _, args := range [][]string{
+				{"report", dir},
+				{"report", "--json", dir},
+				{"report", dir, "--corpus", dir},
+				{"report", dir, "--html", page},
+			} {
+				r := stepfork(t, "", nil, args...)
+				if r.stdout+r.stderr == "" {
+					t.Errorf("stepfork %s: exit %d and no output", strings.Join(args, " "), r.code)
+				}
+				if args[1] == dir && len(args) == 2 {
+					// One line per entry: a divergence quoting a line
+					// break cannot start a line of its own.
+					if n := strings.Count(r.stdout, "\n"); n != 4 {
+						t.Errorf("stepfork %s: %d lines, want 4 (the corpus, its revisions and its 2 entries):\n%s", strings.Join(args, " "), n, r.stdout)
+					}
+				}
+				for where, out := range map[string]string{"stdout": r.stdout, "stderr": r.stderr} {
+					if i := strings.Index(out, c.needle); i >= 0 {
+						t.Errorf("stepfork %s: the %s canary is in %s: …%s…", strings.Join(args, " "), c.kind, where, out[max(0, i-80):min(len(out), i+40)])
+					}
+				}
+			}
+			html, err := os.ReadFile(page)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A revision is shown by its first 12 characters: the start of
+			// the secret must not be there either.
+			start := c.needle[:8]
+			if i := strings.Index(string(html), start); i >= 0 {
+				t.Errorf("the start of the %s canary is in the report page: …%s…", c.kind, html[max(0, i-80):min(len(html), i+40)])
+			}
+			if i := strings.Index(string(html), c.needle); i >= 0 {
+				t.Errorf("the %s canary is in the report page: …%s…", c.kind, html[max(0, i-80):min(len(html), i+40)])
 			}
 		})
 	}

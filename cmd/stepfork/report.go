@@ -110,6 +110,17 @@ func (o *reportOptions) run(e *env, args []string) int {
 		}
 		recs = append(recs, r...)
 	}
+	for i := range recs {
+		// Redaction first: the fields only shown are redacted whole before
+		// any is cut (a revision is shown by its first 12 characters, which
+		// no pattern would know for a token's). Names, corpora and paths
+		// stay as they are to match one another and the files under
+		// --corpus, and are redacted where they are printed.
+		r := &recs[i]
+		for _, f := range []*string{&r.Divergence, &r.Tail, &r.BaseStatus, &r.Status, &r.Module, &r.Version, &r.Revision, &r.RevisionTime} {
+			*f = redact(*f)
+		}
+	}
 	rep, mergeErr := corpus.Merge(recs)
 	var unused []string
 	if o.corpus != "" {

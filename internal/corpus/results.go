@@ -25,6 +25,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/stepfork/stepfork/internal/clip"
 	"github.com/stepfork/stepfork/internal/readlimit"
 	"github.com/stepfork/stepfork/internal/usd"
 )
@@ -278,7 +279,7 @@ func (r *Report) Text() string {
 				passed++
 			}
 		}
-		fmt.Fprintf(&b, "corpus %s: %d bundle(s), %d passed, %d failed", c.Name, len(c.Entries), passed, len(c.Entries)-passed)
+		fmt.Fprintf(&b, "corpus %s: %d bundle(s), %d passed, %d failed", clip.Inert(c.Name), len(c.Entries), passed, len(c.Entries)-passed)
 		if counts := Counts(c.Entries); counts != "" {
 			b.WriteString(": " + counts)
 		}
@@ -297,15 +298,18 @@ func (r *Report) Text() string {
 			if !e.Passed {
 				mark = "FAIL"
 			}
-			line := fmt.Sprintf("  %s %s: %s", mark, e.Name, e.Outcome)
+			// One line per entry: what the results file says is written
+			// inert, so a divergence quoting a line break cannot start a
+			// line that reads as another entry's.
+			line := fmt.Sprintf("  %s %s: %s", mark, clip.Inert(e.Name), clip.Inert(string(e.Outcome)))
 			if e.Healed {
 				line += ", healed"
 			}
 			if e.Divergence != "" {
-				line += " — " + e.Divergence
+				line += " — " + clip.Inert(e.Divergence)
 			}
 			if e.Tail != "" {
-				line += " (" + e.Tail + ")"
+				line += " (" + clip.Inert(e.Tail) + ")"
 			}
 			b.WriteString(line + "\n")
 		}
