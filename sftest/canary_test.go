@@ -21,8 +21,19 @@ const (
 	shapeCanary = "sk-canary5f0d2c91e7ab"
 )
 
-// secret is a payload holding both canaries.
-var secret = map[string]any{"api_key": keyedCanary, "note": "use " + shapeCanary}
+// Credentials in the forms that once leaked (issue 21): glued to the word
+// before them, after a line break that JSON escapes, as object keys. Each
+// body is what must appear nowhere; they are put together at run time.
+var (
+	gluedBody = "R2d2C3poBb8Ewok5Yoda9LukeSkywalker01"
+	awsBody   = "QYLPMN5HHHFPZAM2"
+	jwtBody   = "hbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
+)
+
+// secret is a payload holding every canary.
+var secret = map[string]any{"api_key": keyedCanary, "note": "use " + shapeCanary,
+	"glued": "x_ghp_" + gluedBody, "escaped": "line\n9AKIA" + awsBody,
+	"zeyJ" + jwtBody: map[string]any{"k_ghp_" + gluedBody: "as keys"}}
 
 // canaryAgent goes through every wrapper a change can act on: a tool, a
 // model call inside a node, a parameter, a state read, a decision and an
@@ -153,7 +164,7 @@ func saved(t *testing.T, dir string, outputs map[string]string) {
 func noCanary(t *testing.T, outputs map[string]string) {
 	t.Helper()
 	for what, text := range outputs {
-		for _, c := range []string{keyedCanary, shapeCanary} {
+		for _, c := range []string{keyedCanary, shapeCanary, gluedBody, awsBody, jwtBody[:24]} {
 			if i := strings.Index(text, c); i >= 0 {
 				t.Errorf("%s holds the secret %s: …%s…", what, c, text[max(0, i-80):min(len(text), i+len(c)+20)])
 			}
