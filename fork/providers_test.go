@@ -3,6 +3,7 @@ package fork_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -251,4 +252,124 @@ func TestLiveTailUsageThroughLLM(t *testing.T) {
 	assert.Equal(t, 1, v.LiveModelCalls)
 	assert.True(t, v.Diff.Equivalent(), "%v", changedPaths(v.Diff))
 	assert.Equal(t, int64(16), v.Diff.TokensDelta)
+}
+
+// rawChatAgent is a hand adapter on replay.LLMRaw: it posts chat
+// completion bodies to srv with plain net/http, records the response body
+// as the call's output, and reports the ids the provider minted in it
+// (replay.ReportIDs); the agent sends the tool-call id back with the tool's
+// result.
+func rawChatAgent(srv *fakeprovider.Server) replay.Agent {
+	lookup := replay.Tool("lookup", func(_ context.Context, q string) (string, error) { return "sunny in " + q, nil })
+	chat := func(ctx context.Context, messages []any) (map[string]any, error) {
+		body := trace.MustValueOf(map[string]any{"model": "m-1", "messages": messages})
+		out, err := replay.LLMRaw(ctx, "openai", "m-1", body, func(ctx context.Context, body trace.Value) (trace.Value, error) {
+			resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(body.Canonical()))
+			if err != nil {
+				return trace.Value{}, err
+			}
+			defer resp.Body.Close()
+			var v map[string]any
+			if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+				return trace.Value{}, err
+			}
+			replay.ReportIDs(ctx, "response", v["id"].(string))
+			msg := v["choices"].([]any)[0].(map[string]any)["message"].(map[string]any)
+			calls, _ := msg["tool_calls"].([]any)
+			for _, c := range calls {
+				replay.ReportIDs(ctx, "call", c.(map[string]any)["id"].(string))
+			}
+			// What the adapter keeps: the answer, its id and its usage (not
+			// the created time and fingerprint, which say nothing).
+			return trace.ValueOf(map[string]any{"id": v["id"], "choices": v["choices"], "usage": v["usage"]})
+		})
+		if err != nil {
+			return nil, err
+		}
+		var v map[string]any
+		return v, out.Decode(&v)
+	}
+	return func(ctx context.Context, _ trace.Value) (any, error) {
+		messages := []any{map[string]any{"role": "user", "content": "weather?"}}
+		for range 4 {
+			resp, err := chat(ctx, messages)
+			if err != nil {
+				return nil, err
+			}
+			msg := resp["choices"].([]any)[0].(map[string]any)["message"].(map[string]any)
+			calls, _ := msg["tool_calls"].([]any)
+			if len(calls) == 0 {
+				return msg["content"], nil
+			}
+			messages = append(messages, msg)
+			for _, c := range calls {
+				call := c.(map[string]any)
+				out, err := lookup(ctx, "Kathmandu")
+				if err != nil {
+					return nil, err
+				}
+				messages = append(messages, map[string]any{"role": "tool", "tool_call_id": call["id"], "content": out})
+			}
+		}
+		return nil, errors.New("the model never answered")
+	}
+}
+
+// TestLiveTailThroughLLMRaw: a hand adapter on replay.LLMRaw that reports
+// the ids its provider mints gets what Transport gets: a live tail whose
+// model says the same thing with fresh ids and more of its prompt cached
+// is equivalent to its base (and a fork of that fork to it); a changed
+// answer is the only change; the ids are kept for renderings.
+func TestLiveTailThroughLLMRaw(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := fakeprovider.New()
+	t.Cleanup(srv.Close)
+	rec, err := replay.Record(ctx, "weather", nil, rawChatAgent(srv))
+	require.NoError(t, err)
+	require.NoError(t, rec.Err)
+	minted := trace.MintedIDs(rec.Trace)
+	var kinds []string
+	for _, k := range minted {
+		kinds = append(kinds, k)
+	}
+	slices.Sort(kinds)
+	assert.Equal(t, []string{"call", "response", "response"}, kinds, "two response ids and a tool call's")
+
+	same := fakeprovider.New()
+	t.Cleanup(same.Close)
+	same.SetCachedTokens(16)
+	v, err := fork.Run(ctx, rec.Trace, fork.Start(), rawChatAgent(same))
+	require.NoError(t, err)
+	require.Equal(t, fork.StatusCompleted, v.Status, "%v", v.Err)
+	assert.Equal(t, 2, v.LiveModelCalls)
+	assert.Len(t, v.Replayed, 1, "the tool call is replayed by the guard")
+	assert.True(t, v.Diff.Equivalent(), "%v", changedPaths(v.Diff))
+	// The provider got its own tool-call id back; the trace records the
+	// recorded one in its place.
+	ids, err := trace.Minted(v.Trace.Extras[trace.MintedFile])
+	require.NoError(t, err)
+	bound := 0
+	for _, call := range ids {
+		for _, id := range call {
+			if id.Kind == "call" && id.Live != "" {
+				bound++
+				assert.Contains(t, string(same.Last().Body), `"tool_call_id":"`+id.Live+`"`)
+				assert.NotContains(t, string(same.Last().Body), id.ID)
+				assert.Equal(t, "call", minted[id.ID], "bound to the base's id")
+			}
+		}
+	}
+	assert.Equal(t, 1, bound)
+
+	again, err := fork.Run(ctx, v.Trace, fork.Start(), rawChatAgent(same))
+	require.NoError(t, err)
+	assert.True(t, again.Diff.Equivalent(), "a fork of the fork: %v", changedPaths(again.Diff))
+
+	other := fakeprovider.New()
+	t.Cleanup(other.Close)
+	other.SetAnswer("It is raining.")
+	changed, err := fork.Run(ctx, rec.Trace, fork.Start(), rawChatAgent(other))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"llm output.choices[0].message.content", "run output"}, changedPaths(changed.Diff))
 }

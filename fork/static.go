@@ -174,6 +174,7 @@ func forkLoaded(tr *trace.Trace, cut Cut, cfg *traceConfig) (*Result, error) {
 		lanes:      tr.Extras[trace.LanesFile],
 		joins:      tr.Extras[trace.JoinsFile],
 		build:      tr.Extras[trace.BuildFile],
+		minted:     tr.Extras[trace.MintedFile],
 	}
 	var sc scan
 	made, err := forkSource(src, cut, cfg, &sc, true)
@@ -215,6 +216,10 @@ func forkPath(path string, cut Cut, cfg *traceConfig) (*Result, error) {
 	if err != nil {
 		return nil, &staticError{msg: fmt.Sprintf("cannot read the build of %s: %v", path, err), err: err}
 	}
+	minted, err := r.Extra(trace.MintedFile)
+	if err != nil {
+		return nil, &staticError{msg: fmt.Sprintf("cannot read the minted ids of %s: %v", path, err), err: err}
+	}
 	src := &source{
 		manifest:   r.Manifest(),
 		redactions: r.Redactions,
@@ -227,6 +232,7 @@ func forkPath(path string, cut Cut, cfg *traceConfig) (*Result, error) {
 		joins:      joins,
 		build:      build,
 		finish:     r.Close,
+		minted:     minted,
 	}
 	var sc scan
 	made, err := forkSource(src, cut, cfg, &sc, false)
@@ -302,6 +308,7 @@ type source struct {
 	lanes      []byte       // the parent's lanes.json, if any
 	joins      []byte       // the parent's joins.json, if any
 	build      []byte       // the parent's build.json, if any: the code that made the kept events
+	minted     []byte       // the parent's minted.json, if any
 	finish     func() error // ends reading the parent, nil when read whole
 }
 
@@ -720,6 +727,9 @@ func forkSource(src *source, cut Cut, cfg *traceConfig, sc *scan, keep bool) (*m
 	if src.build != nil {
 		forked.Extras[trace.BuildFile] = src.build
 	}
+	if minted := keptMinted(src.minted, keptIDs); minted != nil {
+		forked.Extras[trace.MintedFile] = minted
+	}
 	if keep {
 		// As Save writes it: redacted, payload hashes computed.
 		if forked, err = forked.Prepared(); err != nil {
@@ -732,7 +742,8 @@ func forkSource(src *source, cut Cut, cfg *traceConfig, sc *scan, keep bool) (*m
 	if saveErr == nil {
 		w.SetManifest(m)
 		w.SetRedactions(reds)
-		// fork.json, and the parent's lanes and build that the fork keeps.
+		// fork.json, and the parent's lanes, build and minted ids that the
+		// fork keeps.
 		for _, name := range slices.Sorted(maps.Keys(forked.Extras)) {
 			if saveErr == nil {
 				saveErr = w.SetExtra(name, forked.Extras[name])
@@ -1010,6 +1021,32 @@ func keptLanes(data []byte, kept map[string]bool) []byte {
 		return nil
 	}
 	out, err := json.Marshal(lanes)
+	if err != nil {
+		return nil
+	}
+	return out
+}
+
+// keptMinted is the minted-ids file of a static fork: the parent's entries
+// for the calls the fork keeps (nil when none is left, or the parent's file
+// is unreadable: renderings then show those ids as they are).
+func keptMinted(data []byte, kept map[string]bool) []byte {
+	if len(data) == 0 {
+		return nil
+	}
+	minted, err := trace.Minted(data)
+	if err != nil {
+		return nil
+	}
+	for id := range minted {
+		if !kept[id] {
+			delete(minted, id)
+		}
+	}
+	if len(minted) == 0 {
+		return nil
+	}
+	out, err := json.Marshal(minted)
 	if err != nil {
 		return nil
 	}

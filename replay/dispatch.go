@@ -512,10 +512,12 @@ const validateAdvice = "run `stepfork validate --verify-integrity` on the trace;
 // model and returns its output as a Value.
 type runFunc func(ctx context.Context, input trace.Value, model string, patched bool) (trace.Value, error)
 
-// usageSlot is where ReportUsage writes, inside a model call's body.
+// usageSlot is where ReportUsage and ReportIDs write, inside a model
+// call's body.
 type usageSlot struct {
 	set   bool
 	usage Usage
+	ids   []mintedID
 }
 
 // dependency handles one tool or model call end to end: dispatch, the events
@@ -532,13 +534,17 @@ func (s *session) dependency(ctx context.Context, sc *scope, ic *intercept, raw 
 	s.mu.Lock()
 	ic.gid = gid
 	ic.lane = s.laneLocked(sc, gid)
-	if c := s.minted.canonical(raw); c != raw { // a provider-minted id passed to a tool (Transport)
+	// The body gets the live input, unless a Director patched it; the run
+	// records it with the provider-minted ids it carries back (ReportIDs,
+	// Transport) replaced by the recorded ones they stand for.
+	live := raw
+	if c := s.minted.canonical(raw); c != raw {
 		raw, ic.input = c, s.redacted(c)
 	}
 	d := s.dispatchLocked(ic)
 	input, model := raw, ic.model
 	if !d.input.IsAbsent() {
-		input = d.input
+		input, live = d.input, s.minted.toLive(d.input)
 	}
 	if d.model != "" {
 		model = d.model
@@ -551,6 +557,9 @@ func (s *session) dependency(ctx context.Context, sc *scope, ic *intercept, raw 
 	case actServe:
 		s.appendServedLocked(ic, callID, model, d)
 		cr := s.noteCallLocked(ic, callID, Served, d.rec, d.by)
+		if d.rec != nil && ic.kind == KindLLM {
+			s.minted.keep(callID, s.plan.minted[d.rec.Call.ID])
+		}
 		s.mu.Unlock()
 		if d.failure != nil {
 			s.observeAnswered(ctx, ic, cr, model, d.failure)
@@ -586,6 +595,10 @@ func (s *session) dependency(ctx context.Context, sc *scope, ic *intercept, raw 
 		ic.gid, ic.lane = gid, s.laneLocked(sc, gid)
 	}
 	s.noteLaneLocked(callID, ic.lane)
+	var corr *Recorded // the recorded model call this one stands in for (ReportIDs)
+	if ic.kind == KindLLM {
+		corr = s.correspondingLocked(ic, &d)
+	}
 	s.mu.Unlock()
 
 	var ci *CallInfo
@@ -610,7 +623,7 @@ func (s *session) dependency(ctx context.Context, sc *scope, ic *intercept, raw 
 		}
 		panic(p)
 	}()
-	out, err = run(child, input, model, !d.input.IsAbsent() || d.model != "")
+	out, err = run(child, live, model, !d.input.IsAbsent() || d.model != "")
 	done = true
 	ms := time.Since(start).Milliseconds()
 	if ci != nil {
@@ -630,7 +643,11 @@ func (s *session) dependency(ctx context.Context, sc *scope, ic *intercept, raw 
 	if slot.set {
 		u = &slot.usage
 	}
-	s.appendResultLocked(ic, callID, model, trace.StatusOK, out, &ms, u)
+	recorded := out
+	if len(slot.ids) > 0 && ic.kind == KindLLM {
+		recorded = s.bindLocked(callID, corr, slot.ids, out)
+	}
+	s.appendResultLocked(ic, callID, model, trace.StatusOK, recorded, &ms, u)
 	return out, false, nil
 }
 

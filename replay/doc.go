@@ -46,7 +46,7 @@
 //     [Response]; [LLMRaw](ctx, provider, model, body, call) does the same
 //     for raw JSON bodies (the form provider-specific requests and the HTTP
 //     transport use). [ReportUsage] adds token counts and cost from inside a
-//     call.
+//     call, [ReportIDs] the ids the provider minted in its response.
 //   - [Node](ctx, name, fn) runs a named phase, between @node enter and exit
 //     markers; everything inside hangs under the enter marker.
 //   - [Set](ctx, key, value) records a state write (state_change with the
@@ -276,8 +276,22 @@
 // harmless headers, body or frames) and the message it says the
 // llm_response output; no request header is recorded, so API keys never
 // reach a trace. The message, not the raw response, is the call's
-// behaviour; ids the provider mints are bound to the recorded ones they
-// stand for; [Prices] gives calls a cost. Other requests are recorded as
-// "http" tool calls, so a frozen replay sends nothing. See [Transport] for
-// the recorded shape and the errors served back.
+// behaviour (its usage is cost, not behaviour); ids the provider mints are
+// bound to the recorded ones they stand for; [Prices] gives calls a cost.
+// Other requests are recorded as "http" tool calls, so a frozen replay
+// sends nothing. See [Transport] for the recorded shape and the errors
+// served back.
+//
+// # Provider-minted ids
+//
+// Providers mint ids on every call (response ids, tool-call ids) that the
+// agent sends back, so a live call never answers with the recorded ones.
+// [ReportIDs] is the seam through which a model call says which values of
+// its response are such ids; [Transport], [LLM] (for Response.ToolCalls)
+// and the adapters of the contrib modules use it, and so may any adapter
+// on [LLMRaw]. A live call's ids are bound to those of the recorded call it
+// stands in for, and the run records the recorded ones wherever the live
+// ones appear, so a live tail whose model says the same thing is
+// equivalent to its base. Each run keeps its minted ids in its
+// [trace.MintedFile]; renderings show them as placeholders.
 package replay

@@ -329,3 +329,60 @@ func ExampleBuild() {
 	// Output:
 	// example.com/support v1.4.0, revision 46b7ad0c4abd
 }
+
+// An adapter on LLMRaw reports the ids its provider minted. A replay whose
+// model call runs live gets fresh ids from the provider; the run records
+// the recorded ones in their place, and the next request, which carries
+// the live tool-call id back, is matched as the recorded one.
+func ExampleReportIDs() {
+	var n atomic.Int32
+	provider := func(body trace.Value) trace.Value { // mints fresh ids on every call
+		i := n.Add(1)
+		if strings.Contains(body.Canonical(), "tool_call_id") {
+			return trace.MustValueOf(map[string]any{"id": fmt.Sprintf("resp_%04d", i), "content": "sunny"})
+		}
+		return trace.MustValueOf(map[string]any{"id": fmt.Sprintf("resp_%04d", i),
+			"tool_calls": []any{map[string]any{"id": fmt.Sprintf("call_%04d", i), "name": "weather"}}})
+	}
+	chat := func(ctx context.Context, messages []any) (trace.Value, error) {
+		body := trace.MustValueOf(map[string]any{"messages": messages})
+		return replay.LLMRaw(ctx, "acme", "m-1", body, func(ctx context.Context, body trace.Value) (trace.Value, error) {
+			out := provider(body)
+			id, _ := out.Get("id").Str()
+			replay.ReportIDs(ctx, "response", id)
+			for _, tc := range out.Get("tool_calls").Elems() {
+				callID, _ := tc.Get("id").Str()
+				replay.ReportIDs(ctx, "call", callID)
+			}
+			return out, nil
+		})
+	}
+	agent := func(ctx context.Context, _ trace.Value) (any, error) {
+		first, err := chat(ctx, []any{"weather?"})
+		if err != nil {
+			return nil, err
+		}
+		var callID string // the live id: the agent sends it back
+		for _, tc := range first.Get("tool_calls").Elems() {
+			callID, _ = tc.Get("id").Str()
+		}
+		second, err := chat(ctx, []any{"weather?", map[string]any{"tool_call_id": callID, "content": "21C"}})
+		if err != nil {
+			return nil, err
+		}
+		return second.Get("content").Any(), nil
+	}
+	ctx := context.Background()
+	rec, _ := replay.Record(ctx, "weather", nil, agent)
+	res, err := replay.Replay(ctx, rec.Trace, agent, replay.Live()) // the model runs again, minting new ids
+	fmt.Println("replayed:", err == nil, res.Output)
+	for _, ev := range res.Trace.Events {
+		if ev.Type == trace.LLMRequest {
+			fmt.Println("request:", ev.Input)
+		}
+	}
+	// Output:
+	// replayed: true sunny
+	// request: {"messages":["weather?"]}
+	// request: {"messages":["weather?",{"content":"21C","tool_call_id":"call_0001"}]}
+}

@@ -126,6 +126,9 @@ func LLM(ctx context.Context, req Request, call func(context.Context, Request) (
 			return trace.Value{}, err
 		}
 		ReportUsage(ctx, resp.Usage)
+		for _, tc := range resp.ToolCalls {
+			ReportIDs(ctx, mintedCall, tc.ID)
+		}
 		v, err := valueOf(resp)
 		if err == nil {
 			live, err = asRecorded(resp, v)
@@ -151,8 +154,11 @@ func LLM(ctx context.Context, req Request, call func(context.Context, Request) (
 // transport builds on it. A Director may patch body (Action.WithInput) and
 // the model (Action.WithModel); call then receives the patched body, and the
 // model recorded is the patched one. Token counts and cost go in with
-// ReportUsage from inside call. With no session in the context it is
-// call(ctx, body).
+// [ReportUsage] from inside call, and the ids the provider minted in the
+// response with [ReportIDs]: call receives body with the live ids the
+// agent holds, and returns the response as the provider sent it (the run
+// records it with each bound id replaced by the recorded one, see
+// ReportIDs). With no session in the context it is call(ctx, body).
 func LLMRaw(ctx context.Context, provider, model string, body trace.Value, call func(context.Context, trace.Value) (trace.Value, error)) (trace.Value, error) {
 	sc := fromContext(ctx)
 	if sc == nil {

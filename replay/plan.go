@@ -103,6 +103,9 @@ type Prepared struct {
 	models   map[string]bool
 	laned    bool // some call belongs to a concurrent group (lane ≥ 1)
 	reads    bool // the base records state reads (@read markers)
+	// minted are the ids the base's model responses minted, by call event
+	// id (its trace.MintedFile; nil without one).
+	minted map[string][]trace.MintedID
 
 	// hashes are the payload hashes of each event (input, output), filled
 	// on first use: hashState[i] goes 0 → 1 (being computed by one
@@ -180,6 +183,10 @@ func prepare(base *trace.Trace) *Prepared {
 			p.kids[fill[j]] = int32(i)
 			fill[j]++
 		}
+	}
+
+	if data := base.Extras[trace.MintedFile]; len(data) > 0 {
+		p.minted, _ = trace.Minted(data) // unreadable: no ids to bind
 	}
 
 	// Lanes: an event is free when it, or an event it is nested in, was

@@ -803,11 +803,18 @@ func (s *session) finish(out any, err error) (*Result, error) {
 	} else if s.plan == nil && !s.rescrub {
 		vouchFor(s.tr.Events, s.sums, s.cleanBits)
 	}
-	if data := s.lanesFile(); data != nil {
-		s.tr.Extras = map[string][]byte{trace.LanesFile: data}
-		if data := s.joinsFile(); data != nil {
-			s.tr.Extras[trace.JoinsFile] = data
+	lanes, joins := s.lanesFile(), []byte(nil)
+	if lanes != nil {
+		joins = s.joinsFile()
+	}
+	for name, data := range map[string][]byte{trace.LanesFile: lanes, trace.JoinsFile: joins, trace.MintedFile: s.minted.fileData()} {
+		if data == nil {
+			continue
 		}
+		if s.tr.Extras == nil {
+			s.tr.Extras = map[string][]byte{}
+		}
+		s.tr.Extras[name] = data
 	}
 	if s.build != nil {
 		if s.tr.Extras == nil {

@@ -132,8 +132,11 @@ import (
 // output's "ids" keeps the bindings. From then on a request (or a tool's
 // input) that carries a live id is matched, memoized, guarded and recorded
 // as if it carried the recorded id (the server and the tool still get the
-// live one), and the message names the recorded id. A served response binds the ids its recording kept, so a
-// replay of a fork's trace reads the same.
+// live one), and the message names the recorded id. A served response binds
+// the ids its recording kept, so a replay of a fork's trace reads the same.
+// This is [ReportIDs]' binding, which Transport does for every wire format
+// it knows; the ids are kept in the run's [trace.MintedFile] too, so that
+// renderings show them as placeholders.
 //
 // A request that fails without a response (a timeout, a reset connection, a
 // refused connection, a canceled context) is a failed model call: an error
@@ -402,6 +405,9 @@ func (t *transport) call(sc *scope, req *http.Request, e endpoint) (*http.Respon
 		s.appendServedLocked(&ic, callID, model, d)
 		cr := s.noteCallLocked(&ic, callID, Served, d.rec, d.by)
 		s.minted.bindServed(d.value)
+		if d.rec != nil && ic.kind == KindLLM {
+			s.minted.keep(callID, s.plan.minted[d.rec.Call.ID])
+		}
 		s.mu.Unlock()
 		if d.failure != nil {
 			err := &TransportError{Type: d.failure.Type, Message: d.failure.Message}
@@ -594,6 +600,7 @@ func (pc *pendingCall) succeed(out trace.Value) {
 		u = a.msg.Usage
 		if a.ok {
 			made := s.minted.pairIDs(a.minted, rec)
+			s.minted.note(pc.callID, a.minted)
 			for i, tc := range a.msg.ToolCalls {
 				if r, ok := s.minted.canon[tc.ID]; ok {
 					a.msg.ToolCalls[i].ID = r

@@ -71,21 +71,13 @@ type toolCall struct {
 	Arguments trace.Value `json:"arguments"`
 }
 
-// mintedKind sorts the ids a provider mints in a response, so that the ids of
-// two responses are paired kind by kind.
-type mintedKind uint8
-
+// The kinds of the ids a provider mints in a response (see ReportIDs), by
+// which the ids of two responses are paired.
 const (
-	mintedResponse mintedKind = iota // the response's id (chatcmpl-…, resp_…, msg_…)
-	mintedCall                       // a tool call's id (call_…, toolu_…)
-	mintedItem                       // an output item's id (Responses: msg_…, fc_…, rs_…)
+	mintedResponse = "response" // the response's id (chatcmpl-…, resp_…, msg_…)
+	mintedCall     = "call"     // a tool call's id (call_…, toolu_…)
+	mintedItem     = "item"     // an output item's id (Responses: msg_…, fc_…, rs_…)
 )
-
-// mintedID is an id a provider minted in a response.
-type mintedID struct {
-	kind mintedKind
-	id   string
-}
 
 // assembled is what a response says: its message and the ids it minted.
 type assembled struct {
@@ -94,7 +86,7 @@ type assembled struct {
 	ok     bool // the response is one the wire format's parser understood
 }
 
-func (a *assembled) mint(k mintedKind, id string) {
+func (a *assembled) mint(k, id string) {
 	if id != "" {
 		a.minted = append(a.minted, mintedID{k, id})
 	}

@@ -509,13 +509,15 @@ func variantOutcome(base *trace.Trace, v *fork.Variant) (corpus.Outcome, string)
 	if v.Diff == nil || v.Diff.Equivalent() {
 		return outcome, ""
 	}
+	r := newRenderer()
+	r.know(v.Diff.Base.Minted, v.Diff.Variant.Minted)
 	if dv := v.BehaviorChange(); dv != nil {
-		return outcome, newRenderer().divergenceLine(dv)
+		return outcome, r.divergenceLine(dv)
 	}
 	if outcome == corpus.Intended || outcome == corpus.Unchanged {
 		return outcome, ""
 	}
-	return outcome, newRenderer().divergence(v.Diff)
+	return outcome, r.divergence(v.Diff)
 }
 
 // rerecord runs agent for real on tr's recorded input and replaces the bundle

@@ -141,6 +141,7 @@ func writeSweepResults(t *testing.T, sw *fork.Sweep, sh shard.Shard, all int, ch
 // variant's status followed by the outcome of its check.
 func sweepSummary(sw *fork.Sweep, results []string) string {
 	r := newRenderer()
+	r.knowSweep(sw)
 	checks := make([]string, len(results))
 	for i, res := range results {
 		checks[i] = "(check " + map[string]string{"": "not run", "ok": "ok", "FAIL": "FAILED"}[res] + ")"

@@ -21,6 +21,7 @@ import (
 	"github.com/stepfork/stepfork/internal/clip"
 	"github.com/stepfork/stepfork/internal/failures"
 	"github.com/stepfork/stepfork/internal/outcome"
+	"github.com/stepfork/stepfork/internal/placeholder"
 	"github.com/stepfork/stepfork/internal/readlimit"
 	"github.com/stepfork/stepfork/internal/usd"
 	"github.com/stepfork/stepfork/replay"
@@ -163,9 +164,13 @@ func goldenFile(t *testing.T, opts []autogold.Option) (file string, known bool) 
 // made at, not the step its result landed at, which for concurrent calls
 // depends on scheduling), and no timestamp or duration is printed. Payloads are canonical JSON, and everything printed
 // is redacted first, as a recording is (trace.RedactValue): a secret in a
-// change, an error or a label never reaches a golden file. Any run id, event id or UUID in the text is replaced by a
-// placeholder numbered in order of first appearance (<run-1>, <evt-1>,
-// <uuid-1>), the same id always by the same placeholder; any RFC 3339 time
+// change, an error or a label never reaches a golden file. Any id a
+// provider minted in the runs' model responses (trace.MintedIDs: a response
+// id, a tool-call id, wherever it appears: in the answer, in the requests
+// and tool inputs that carry it back), run id, event id or UUID in the text
+// is replaced by a placeholder numbered by kind in order of first
+// appearance (<call-1>, <response-1>, <run-1>, <evt-1>, <uuid-1>), the same
+// id always by the same placeholder; any RFC 3339 time
 // (whatever its number of fractional digits) by <time>, unnumbered, since two
 // times that happen to be equal are a coincidence, not an identity. Only
 // then is a long text cut: to its first 200 characters, or, for a changed
@@ -180,26 +185,31 @@ func Render(v any) (string, error) {
 		if x == nil || x.Trace == nil || x.Base == nil {
 			return "", fmt.Errorf("cannot render a nil or incomplete *fork.Variant")
 		}
+		r.know(trace.MintedIDs(x.Trace, x.Base))
 		r.renderVariant(x)
 	case *replay.Result:
 		if x == nil || x.Trace == nil {
 			return "", fmt.Errorf("cannot render a nil *replay.Result, or one without a trace")
 		}
+		r.know(trace.MintedIDs(x.Trace))
 		r.renderResult(x)
 	case *diff.Result:
 		if x == nil {
 			return "", fmt.Errorf("cannot render a nil *diff.Result")
 		}
+		r.know(x.Base.Minted, x.Variant.Minted)
 		r.renderDiff(x)
 	case *trace.Trace:
 		if x == nil {
 			return "", fmt.Errorf("cannot render a nil *trace.Trace")
 		}
+		r.know(trace.MintedIDs(x))
 		r.renderTrace(x)
 	case *fork.Sweep:
 		if x == nil || x.Base == nil {
 			return "", fmt.Errorf("cannot render a nil *fork.Sweep")
 		}
+		r.knowSweep(x)
 		r.renderSweep(x)
 	default:
 		return "", fmt.Errorf("cannot render a %T: pass a *fork.Variant, *replay.Result, *diff.Result, *trace.Trace or *fork.Sweep", v)
@@ -216,11 +226,35 @@ func Render(v any) (string, error) {
 // replace its volatile values by placeholders before cutting it, so a cut
 // falls at the same place whatever the width of the values it replaced.
 type renderer struct {
-	b    strings.Builder
-	seen map[string]map[string]string // volatile kind → value → placeholder
+	b      strings.Builder
+	ph     placeholder.Numbering // volatile kind → value → placeholder
+	minted map[string]string     // the ids providers minted in the runs rendered: id → kind
 }
 
-func newRenderer() *renderer { return &renderer{seen: map[string]map[string]string{}} }
+func newRenderer() *renderer { return &renderer{} }
+
+// know adds ids providers minted in the runs rendered (id → kind) to those
+// shown as placeholders.
+func (r *renderer) know(ids ...map[string]string) {
+	for _, m := range ids {
+		for id, kind := range m {
+			if r.minted == nil {
+				r.minted = map[string]string{}
+			}
+			r.minted[id] = kind
+		}
+	}
+}
+
+// knowSweep is know for the runs of a sweep.
+func (r *renderer) knowSweep(sw *fork.Sweep) {
+	r.know(trace.MintedIDs(sw.Base))
+	for _, e := range sw.Entries {
+		if e.Variant != nil {
+			r.know(trace.MintedIDs(e.Variant.Trace))
+		}
+	}
+}
 
 // ---- rendering ----
 
@@ -522,28 +556,18 @@ var volatile = []struct {
 	{regexp.MustCompile(`\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})`), "time", false},
 }
 
-// normalize replaces the run ids, event ids and UUIDs in s by placeholders
+// normalize replaces the ids providers minted in the runs (by kind:
+// <call-1>, <response-1>), run ids, event ids and UUIDs in s by placeholders
 // numbered in order of first appearance in the rendering, so that the same
 // value gets the same placeholder everywhere, and times by <time>.
 func (r *renderer) normalize(s string) string {
+	s = r.ph.Minted(s, r.minted)
 	for _, v := range volatile {
 		if !v.numbered {
 			s = v.re.ReplaceAllLiteralString(s, "<"+v.name+">")
 			continue
 		}
-		seen := r.seen[v.name]
-		if seen == nil {
-			seen = map[string]string{}
-			r.seen[v.name] = seen
-		}
-		s = v.re.ReplaceAllStringFunc(s, func(m string) string {
-			p, ok := seen[m]
-			if !ok {
-				p = fmt.Sprintf("<%s-%d>", v.name, len(seen)+1)
-				seen[m] = p
-			}
-			return p
-		})
+		s = v.re.ReplaceAllStringFunc(s, func(m string) string { return r.ph.Name(v.name, m) })
 	}
 	return s
 }

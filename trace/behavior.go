@@ -51,11 +51,12 @@ const (
 // model call, wherever it is, a member named "usage", "usage_metadata" or
 // "usageMetadata" that is null or holds token counts (an object with a
 // number under a key containing "token", in any case: "prompt_tokens",
-// "inputTokens", "promptTokenCount") is left out. So a model that answers
-// the same thing with more of its prompt cached has not behaved
-// differently; its tokens and cost are the events' own fields, which
-// package diff reports as deltas. ([Trace.StepforkBehavior], stepfork's
-// extraction, keeps them.)
+// "inputTokens", "promptTokenCount") is left out, and so is one in its
+// input (where an adapter's conversation repeats the usage of earlier
+// answers). So a model that answers the same thing with more of its prompt
+// cached has not behaved differently; its tokens and cost are the events'
+// own fields, which package diff reports as deltas.
+// ([Trace.StepforkBehavior], stepfork's extraction, keeps them.)
 type BehaviorStep struct {
 	Index    int      // position among the run's behavior steps
 	Type     StepType // tool, llm, state, …
@@ -247,7 +248,7 @@ func callStepPayload(t StepType, name string, input, output Value, status Status
 		output = httpBehavior(output)
 	}
 	if t == StepLLM && !withUsage {
-		output = withoutUsage(output)
+		input, output = withoutUsage(input), withoutUsage(output)
 	}
 	return callPayload(input, output, string(status))
 }

@@ -38,6 +38,20 @@ func TestBehaviorLeavesOutUsage(t *testing.T) {
 		{name: "no usage", output: `{"content":"the usage of tokens"}`},
 		{name: "a tool's output", tool: true, output: `{"usage":{"prompt_tokens":100}}`},
 	}
+	t.Run("an input that repeats an answer's usage", func(t *testing.T) {
+		t.Parallel()
+		b := trace.NewBuilder("agent")
+		b.RunStart(nil)
+		in := map[string]any{"messages": []any{map[string]any{"role": "assistant", "content": "hi",
+			"response_meta": map[string]any{"usage": map[string]any{"prompt_tokens": 3}}}}}
+		b.LLM("openai", "gpt-test", in, "ok")
+		b.RunEnd(trace.RunCompleted, nil)
+		tr := b.MustTrace()
+		const want = `{"messages":[{"content":"hi","response_meta":{},"role":"assistant"}]}`
+		if got := tr.Behavior()[0].Payload.Get("input").Canonical(); got != want {
+			t.Errorf("Behavior: input %s, want %s", got, want)
+		}
+	})
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

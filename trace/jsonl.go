@@ -517,7 +517,7 @@ func (d *eventDecoder) payloadOrSum(slot int) (Value, error) {
 // payload's behavior step holds: nothing in the line that redaction would
 // change, and no "headers" key in a result's output (an HTTP response,
 // whose behavior leaves out some of it) nor any key starting with "usage"
-// (a model's usage, likewise). Any other event is decoded whole
+// in a model call's input or output (a model's usage, likewise). Any other event is decoded whole
 // by full. d must be a hash-only decoder noting digests.
 func (d *eventDecoder) elide(line []byte, n int, name string, ev *Event, full *eventDecoder) (payloadSums, error) {
 	if err := d.decodeLine(line, n, name, ev); err != nil {
@@ -526,8 +526,12 @@ func (d *eventDecoder) elide(line []byte, n int, name string, ev *Event, full *e
 	var sums payloadSums
 	if !d.mayRedact && !d.c.sensitive {
 		switch ev.Type {
-		case ToolCall, LLMRequest:
+		case ToolCall:
 			sums.in = d.sums[0]
+		case LLMRequest:
+			if !d.http[0] {
+				sums.in = d.sums[0]
+			}
 		case ToolResult, LLMResponse:
 			if !d.http[1] {
 				sums.out = d.sums[1]

@@ -20,7 +20,19 @@
 // request is what the model is called with. The response is the
 // schema.Message; a stream is recorded chunk by chunk and served back as a
 // schema.StreamReader. Token usage comes from the response's
-// ResponseMeta.Usage.
+// ResponseMeta.Usage; it is cost, not behavior (a diff leaves it out of
+// the model step, in the response and in the messages of later requests
+// that repeat it).
+//
+// Provider-minted ids are bound, not compared: the tool-call ids of an
+// answer are replaced by ids derived from the conversation, and the ids the
+// provider minted that a message carries in its Extra (eino-ext's OpenAI
+// model copies the response id there as "openai-request-id") are reported
+// with replay.ReportIDs. When a fork's tail runs the model live, each such
+// id is bound to the one the recorded answer had, and the run records the
+// recorded one wherever the live one appears (the answer, the next
+// request's messages): a tail whose model says the same thing is
+// equivalent to its base, and goldens show the ids as placeholders.
 //
 // A tool call is recorded under the tool's name with its arguments as input
 // and its result as output.

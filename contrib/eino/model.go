@@ -189,7 +189,7 @@ func (m *ChatModel) usageOf(msg *schema.Message) (replay.Usage, bool) {
 	}
 	u := msg.ResponseMeta.Usage
 	out := replay.Usage{PromptTokens: int64(u.PromptTokens), CompletionTokens: int64(u.CompletionTokens),
-		TotalTokens: int64(u.TotalTokens)}
+		TotalTokens: int64(u.TotalTokens), CachedTokens: int64(u.PromptTokenDetails.CachedTokens)}
 	if p := m.price; p != nil {
 		cached := float64(u.PromptTokenDetails.CachedTokens)
 		cachedPrice := p.CachedInput
@@ -213,9 +213,13 @@ func valueOf(v any) (trace.Value, error) {
 // common options, bound tools) as input and the response message as output;
 // its token usage is reported. The tool-call ids of the answer are replaced
 // by ids derived from the conversation and the calls (stable: a model that
-// answers the same way yields the same ids), so that a fork's live tail whose
-// model says the same thing is equivalent to its base. On replay the recorded message is returned
-// without calling the model.
+// answers the same way yields the same ids), and the ids the provider
+// minted that the message carries in its Extra (the response id eino-ext's
+// OpenAI model keeps as "openai-request-id": every key that names a request,
+// response or message id) are reported to the session as provider-minted
+// (replay.ReportIDs), so that a fork's live tail whose model says the same
+// thing is equivalent to its base, and goldens show them as placeholders.
+// On replay the recorded message is returned without calling the model.
 func (m *ChatModel) Generate(ctx context.Context, input []*schema.Message, opts ...model.Option) (*schema.Message, error) {
 	req, err := m.request(input, opts, false)
 	if err != nil {
@@ -237,6 +241,7 @@ func (m *ChatModel) Generate(ctx context.Context, input []*schema.Message, opts 
 			return trace.Value{}, err
 		}
 		stableIDs(len(in), msg)
+		reportIDs(ctx, msg, nil)
 		if u, ok := m.usageOf(msg); ok {
 			replay.ReportUsage(ctx, u)
 		}
@@ -311,6 +316,7 @@ func (m *ChatModel) Stream(ctx context.Context, input []*schema.Message, opts ..
 			var rec streamOutput
 			var usage *replay.Usage
 			minted := 0
+			reported := map[string]bool{}
 			for {
 				chunk, err := inner.Recv()
 				if errors.Is(err, io.EOF) {
@@ -321,6 +327,7 @@ func (m *ChatModel) Stream(ctx context.Context, input []*schema.Message, opts ..
 					break
 				}
 				stableStreamIDs(len(in), chunk, &minted)
+				reportIDs(ctx, chunk, reported)
 				rec.Stream = append(rec.Stream, chunk)
 				if u, ok := m.usageOf(chunk); ok {
 					usage = &u

@@ -22,6 +22,7 @@ import (
 	"github.com/stepfork/stepfork/fork"
 	"github.com/stepfork/stepfork/internal/fakeprovider"
 	"github.com/stepfork/stepfork/replay"
+	"github.com/stepfork/stepfork/sftest"
 	"github.com/stepfork/stepfork/trace"
 	"github.com/stepfork/stepfork/trace/diff"
 )
@@ -118,6 +119,18 @@ func accept(t *testing.T, a sdkAgent) {
 		sfassert.IncurredCostAtMost(t, v, 0.01)
 	})
 
+	t.Run("live tail, same answer, more of the prompt cached", func(t *testing.T) {
+		cached := fakeprovider.New()
+		t.Cleanup(cached.Close)
+		cached.SetCachedTokens(16) // the recording's calls had 40 cached
+		agent := a.agent(t, cached, &http.Client{Transport: replay.Transport(base, prices)})
+		v, err := fork.Run(ctx, rec.Trace, fork.Start(), agent)
+		require.NoError(t, err)
+		require.Equal(t, fork.StatusCompleted, v.Status, "%v", v.Err)
+		assert.Equal(t, 2, v.LiveModelCalls)
+		assert.True(t, v.Diff.Equivalent(), "usage is cost, not behaviour: %v", changedPaths(v.Diff))
+	})
+
 	t.Run("prompt change", func(t *testing.T) {
 		v, err := fork.Run(ctx, rec.Trace, fork.Start(), agent, fork.PromptAppend(fork.All, " Cite the source."))
 		require.NoError(t, err)
@@ -141,6 +154,10 @@ func accept(t *testing.T, a sdkAgent) {
 		require.Equal(t, fork.StatusCompleted, v.Status, "%v", v.Err)
 		assert.Equal(t, "It is raining.", v.Output)
 		assert.Equal(t, []string{"llm output.message.content", "run output"}, changedPaths(v.Diff))
+		// The base was recorded in this test, with ids the provider minted
+		// afresh, and so was the tail: the golden shows them as
+		// placeholders, and is the same run after run.
+		sftest.Golden(t, v)
 	})
 
 	t.Run("unpriced", func(t *testing.T) {

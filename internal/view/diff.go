@@ -125,5 +125,6 @@ func sideOf(b *trace.BehaviorStep) *diffSide {
 func ResultPage(rd *diff.Result) *Page {
 	p := &Page{Kind: "diff", Title: "diff " + rd.Base.AgentName + " · " + rd.Base.RunID + " → " + rd.Variant.RunID}
 	p.Diff = fromRunDiff(rd)
+	p.knowIDs(rd.Base.Minted, rd.Variant.Minted)
 	return p
 }

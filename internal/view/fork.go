@@ -317,6 +317,7 @@ func VariantPage(v *fork.Variant) *Page {
 	p := &Page{Kind: "fork", Title: "fork " + v.Trace.AgentName + " · " + v.Trace.RunID}
 	p.Fork = forkFromVariant(v)
 	p.Diff = variantDiff(v)
+	p.know(v.Trace, v.Base)
 	rs := newRunSection(v.Trace, "variant")
 	rs.ForkStep = p.Fork.ForkPointStep
 	markSides(rs.Timeline, rs.ForkStep)

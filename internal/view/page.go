@@ -39,6 +39,8 @@ type Page struct {
 	// a failed test, which may have failed without any.
 	Failures   []pageFailure
 	TestFailed bool
+
+	minted map[string]string // ids providers minted in the page's runs, shown as placeholders
 }
 
 // pageFailure is a failed assertion as the page shows it: which, where,
@@ -103,6 +105,21 @@ func (p *Page) linkToStep(n int) string {
 		}
 	}
 	return ""
+}
+
+// know adds the ids providers minted in the runs trs to those the page
+// shows as placeholders.
+func (p *Page) know(trs ...*trace.Trace) { p.knowIDs(trace.MintedIDs(trs...)) }
+
+func (p *Page) knowIDs(ids ...map[string]string) {
+	for _, m := range ids {
+		for id, kind := range m {
+			if p.minted == nil {
+				p.minted = map[string]string{}
+			}
+			p.minted[id] = kind
+		}
+	}
 }
 
 type embedded struct {
@@ -185,6 +202,7 @@ func newRunSection(tr *trace.Trace, label string) *runSection {
 // a fork.json), the page also shows where it was forked and what changed.
 func RunPage(tr *trace.Trace) *Page {
 	p := &Page{Kind: "run", Title: "run " + tr.AgentName + " · " + tr.RunID}
+	p.know(tr)
 	rs := newRunSection(tr, "run")
 	p.Runs = []*runSection{rs}
 	if fs := forkFromBundle(tr, nil); fs != nil {
@@ -206,12 +224,14 @@ func DiffPage(base, variant *trace.Trace) *Page {
 	p := &Page{Kind: "diff", Title: "diff " + base.AgentName + " · " + base.RunID + " → " + variant.RunID}
 	p.Diff = diffTwo(base, variant)
 	p.Fork = forkFromBundle(variant, base)
+	p.know(base, variant)
 	return p
 }
 
 // Render writes the page as one self-contained HTML document.
 func (p *Page) Render(w io.Writer) error {
 	redactAll(p)
+	maskMinted(p, p.minted)
 	p.derive()
 	head, rest, payloads, err := p.data()
 	if err != nil {

@@ -1,10 +1,14 @@
 package view
 
 import (
+	"cmp"
+	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/stepfork/stepfork/internal/clip"
+	"github.com/stepfork/stepfork/internal/placeholder"
 	"github.com/stepfork/stepfork/trace"
 )
 
@@ -23,41 +27,84 @@ var valueType = reflect.TypeFor[trace.Value]()
 // It is the one place pages are redacted: page builders fill the model,
 // render calls redactAll on it before anything is written.
 func redactAll(x any) {
-	redactWalk(reflect.ValueOf(x), map[uintptr]bool{})
+	w := walker{
+		str: func(s string) (string, bool) {
+			r, _ := trace.RedactString(s)
+			r = clip.InertText(r)
+			return r, r != s
+		},
+		val: func(pv trace.Value) trace.Value {
+			var red trace.Value
+			if mayAct(pv.Canonical()) {
+				red, _ = trace.RedactValue(pv, inertScrubber)
+			} else {
+				red, _ = trace.RedactValue(pv)
+			}
+			return red
+		},
+	}
+	w.walk(reflect.ValueOf(x), map[uintptr]bool{})
 }
 
-func redactWalk(v reflect.Value, seen map[uintptr]bool) {
+// maskMinted shows the ids providers minted in the page's runs (ids: id →
+// kind, trace.MintedIDs) as placeholders, numbered by kind in the order the
+// page model holds them (<call-1>), in every string and payload of the
+// model, as goldens and Explain show them.
+func maskMinted(x any, ids map[string]string) {
+	if len(ids) == 0 {
+		return
+	}
+	var n placeholder.Numbering
+	w := walker{
+		str: func(s string) (string, bool) {
+			r := n.Minted(s, ids)
+			return r, r != s
+		},
+		val: func(v trace.Value) trace.Value {
+			s := v.Canonical()
+			if r := n.Minted(s, ids); r != s {
+				if out, err := trace.ParseValue([]byte(r)); err == nil {
+					return out
+				}
+			}
+			return v
+		},
+	}
+	w.walk(reflect.ValueOf(x), map[uintptr]bool{})
+}
+
+// walker rewrites, in place, every string and payload of a page model, in
+// the order the model holds them (map entries by key).
+type walker struct {
+	str func(string) (string, bool)
+	val func(trace.Value) trace.Value
+}
+
+func (w *walker) walk(v reflect.Value, seen map[uintptr]bool) {
 	switch v.Kind() {
 	case reflect.Pointer:
 		if v.IsNil() || seen[v.Pointer()] {
 			return
 		}
 		seen[v.Pointer()] = true
-		redactWalk(v.Elem(), seen)
+		w.walk(v.Elem(), seen)
 	case reflect.Interface:
 		if !v.IsNil() {
 			e := v.Elem()
 			if e.Kind() == reflect.Pointer {
-				redactWalk(e, seen)
+				w.walk(e, seen)
 			}
 		}
 	case reflect.Struct:
 		if v.Type() == valueType {
 			if v.CanSet() {
-				pv := v.Interface().(trace.Value)
-				var red trace.Value
-				if mayAct(pv.Canonical()) {
-					red, _ = trace.RedactValue(pv, inertScrubber)
-				} else {
-					red, _ = trace.RedactValue(pv)
-				}
-				v.Set(reflect.ValueOf(red))
+				v.Set(reflect.ValueOf(w.val(v.Interface().(trace.Value))))
 			}
 			return
 		}
 		for i := range v.NumField() {
 			if f := v.Field(i); f.CanSet() || f.Kind() == reflect.Pointer || f.Kind() == reflect.Slice || f.Kind() == reflect.Map {
-				redactWalk(f, seen)
+				w.walk(f, seen)
 			}
 		}
 	case reflect.Slice, reflect.Array:
@@ -65,25 +112,23 @@ func redactWalk(v reflect.Value, seen map[uintptr]bool) {
 			return // raw bytes (none in the model) are not text
 		}
 		for i := range v.Len() {
-			redactWalk(v.Index(i), seen)
+			w.walk(v.Index(i), seen)
 		}
 	case reflect.Map:
-		iter := v.MapRange()
-		type kv struct{ k, v reflect.Value }
-		var upd []kv
-		for iter.Next() {
-			e := reflect.New(iter.Value().Type()).Elem()
-			e.Set(iter.Value())
-			redactWalk(e, seen)
-			upd = append(upd, kv{iter.Key(), e})
+		if !v.CanInterface() {
+			return // an unexported map (the page's minted ids) is not shown
 		}
-		for _, u := range upd {
-			v.SetMapIndex(u.k, u.v)
+		keys := v.MapKeys()
+		slices.SortFunc(keys, func(a, b reflect.Value) int { return cmp.Compare(fmt.Sprint(a.Interface()), fmt.Sprint(b.Interface())) })
+		for _, k := range keys {
+			e := reflect.New(v.Type().Elem()).Elem()
+			e.Set(v.MapIndex(k))
+			w.walk(e, seen)
+			v.SetMapIndex(k, e)
 		}
 	case reflect.String:
 		if v.CanSet() {
-			s, _ := trace.RedactString(v.String())
-			if s = clip.InertText(s); s != v.String() {
+			if s, changed := w.str(v.String()); changed {
 				v.SetString(s)
 			}
 		}

@@ -196,7 +196,12 @@ func SweepPage(base *trace.Trace, variants []SweepVariant, link func(name string
 		s.Base = &b
 		p.Title = "sweep of " + base.AgentName + " · " + base.RunID
 	}
+	p.know(base)
 	for i, sv := range variants {
+		if sv.Variant != nil {
+			p.know(sv.Variant.Trace)
+		}
+		p.know(sv.Trace)
 		row := sweepRow{Row: outcome.Row{Name: sv.Name}, Path: sv.Path, DivIndex: -1, Score: math.NaN()}
 		var fs *forkSection
 		rd := variantResult(sv, d)

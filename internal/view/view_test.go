@@ -372,3 +372,38 @@ func TestFailuresFirst(t *testing.T) {
 		t.Error("the page of a run (no test) has a failures section")
 	}
 }
+
+// TestPagesShowMintedIDsAsPlaceholders: the ids providers minted in a
+// page's runs show as placeholders, in payloads and texts alike.
+func TestPagesShowMintedIDsAsPlaceholders(t *testing.T) {
+	t.Parallel()
+	run := func(id string) *trace.Trace {
+		b := trace.NewBuilder("agent")
+		b.RunStart(nil)
+		req := b.LLMRequest("openai", "m", map[string]any{"q": 1})
+		b.LLMResponse(req, map[string]any{"tool_calls": []any{map[string]any{"id": id, "name": "lookup"}}})
+		b.Tool("lookup", map[string]any{"call": id}, "sunny")
+		b.RunEnd(trace.RunCompleted, nil)
+		tr := b.MustTrace()
+		tr.Extras = map[string][]byte{trace.MintedFile: []byte(`{"` + req + `":[{"kind":"call","id":"` + id + `"}]}`)}
+		return tr
+	}
+	base, variant := run("call_AAAA1111"), run("call_BBBB2222")
+	for name, p := range map[string]*Page{
+		"run":    RunPage(base),
+		"diff":   DiffPage(base, variant),
+		"result": ResultPage(diff.Runs(base, variant)),
+	} {
+		var buf bytes.Buffer
+		if err := p.Render(&buf); err != nil {
+			t.Fatal(err)
+		}
+		out := buf.String()
+		if strings.Contains(out, "AAAA1111") || strings.Contains(out, "BBBB2222") {
+			t.Errorf("%s page shows a minted id", name)
+		}
+		if !strings.Contains(out, "call-1") {
+			t.Errorf("%s page has no placeholder", name)
+		}
+	}
+}

@@ -93,6 +93,8 @@ func Bundles(basePath, variantPath string, opts ...Option) (*Result, error) {
 	d := &Result{}
 	d.Base = bsum.summary(&base.Manifest, pythonPath(bp), len(bs))
 	d.Variant = vsum.summary(&variant.Manifest, pythonPath(vp), len(vs))
+	d.Base.Minted = trace.MintedIDs(&trace.Trace{Extras: base.Extras})
+	d.Variant.Minted = trace.MintedIDs(&trace.Trace{Extras: variant.Extras})
 	d.addSteps(pairs, bs, vs, func(b, v *trace.BehaviorStep, bi, vi int) bool {
 		return b.Type == v.Type && b.Label == v.Label && bd[bi] == vd[vi]
 	})

@@ -158,6 +158,10 @@ type Summary struct {
 	Steps     int             // number of behavior steps
 	Tokens    int64           // sum of llm_response total tokens (prompt + completion when total is missing)
 	CostUSD   float64         // sum of llm_response cost_usd
+	// Minted are the ids the run's model responses minted
+	// ([trace.MintedIDs]: id → kind), which [Result.Explain] and other
+	// renderings show as placeholders; nil when the run records none.
+	Minted map[string]string
 }
 
 // Terminal is the status a run ended with: its run_end status, or the
@@ -503,7 +507,9 @@ func summarize(tr *trace.Trace, displayPath string, steps int) Summary {
 	for i := range tr.Events {
 		a.add(&tr.Events[i])
 	}
-	return a.summary(&tr.Manifest, displayPath, steps)
+	s := a.summary(&tr.Manifest, displayPath, steps)
+	s.Minted = trace.MintedIDs(tr)
+	return s
 }
 
 // summer accumulates what a Summary counts, event by event.

@@ -1227,3 +1227,32 @@ func TestDiffUnlinkedResults(t *testing.T) {
 		t.Errorf("steps:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestExplainShowsMintedIDsAsPlaceholders: ids providers minted in either
+// run are shown as placeholders, numbered by kind in order of appearance.
+func TestExplainShowsMintedIDsAsPlaceholders(t *testing.T) {
+	t.Parallel()
+	run := func(id string) *trace.Trace {
+		b := trace.NewBuilder("agent")
+		b.RunStart(nil)
+		req := b.LLMRequest("openai", "m", map[string]any{"q": 1})
+		b.LLMResponse(req, map[string]any{"tool_calls": []any{map[string]any{"id": id, "name": "lookup"}}})
+		b.RunEnd(trace.RunCompleted, nil)
+		tr := b.MustTrace()
+		tr.Extras = map[string][]byte{trace.MintedFile: []byte(`{"` + req + `":[{"kind":"call","id":"` + id + `"}]}`)}
+		return tr
+	}
+	d := Runs(run("call_AAAA1111"), run("call_BBBB2222"))
+	if d.Base.Minted["call_AAAA1111"] != "call" {
+		t.Errorf("Base.Minted = %v", d.Base.Minted)
+	}
+	out := d.Explain()
+	for _, want := range []string{`output.tool_calls[0].id "<call-1>" → "<call-2>"`, `expected: "<call-1>"`, `actual:   "<call-2>"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("Explain lacks %s:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "AAAA1111") || strings.Contains(out, "BBBB2222") {
+		t.Errorf("Explain shows a minted id:\n%s", out)
+	}
+}

@@ -2,12 +2,14 @@ package diff
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/stepfork/stepfork/internal/clip"
 	"github.com/stepfork/stepfork/internal/fileform"
+	"github.com/stepfork/stepfork/internal/placeholder"
 	"github.com/stepfork/stepfork/internal/usd"
 	"github.com/stepfork/stepfork/trace"
 )
@@ -441,7 +443,10 @@ func (d *Result) String() string { return d.Explain() }
 // first character where the two differ, so a sentence appended to a long
 // prompt shows as the sentence, not as two identical beginnings), the state deltas
 // (~ changed, + added, - removed, with the size change), and the token and
-// cost deltas when either run used any.
+// cost deltas when either run used any. The ids providers minted in the
+// runs ([Summary.Minted]) show as placeholders numbered by kind
+// (<call-1>, <response-1>), as in goldens: they change on every call of
+// the same behavior.
 func (d *Result) Explain() string {
 	var b strings.Builder
 	mode := "LCS"
@@ -468,8 +473,11 @@ func (d *Result) Explain() string {
 	} else {
 		fmt.Fprintf(&b, "  status    %s          was %s\n", vt, bt)
 	}
+	m := d.masker()
 	if d.Divergence != nil {
-		fmt.Fprintf(&b, "  diverged  %s\n", clip.Inert(d.Divergence.String()))
+		dv := *d.Divergence
+		dv.Changes = m.changes(dv.Changes)
+		fmt.Fprintf(&b, "  diverged  %s\n", clip.Inert(dv.String()))
 	}
 	d.writePath(&b)
 	shown := 0
@@ -483,7 +491,7 @@ func (d *Result) Explain() string {
 			break
 		}
 		shown++
-		writeExplainStep(&b, s)
+		writeExplainStep(&b, s, m)
 	}
 	if len(d.State) > 0 {
 		parts := make([]string, len(d.State))
@@ -569,7 +577,7 @@ func sideRef(name string, s *trace.BehaviorStep) string {
 	return fmt.Sprintf("%s #%d %s %s", name, s.Index, clip.Inert(s.EventID), clip.Inert(s.Where()))
 }
 
-func writeExplainStep(b *strings.Builder, s *Step) {
+func writeExplainStep(b *strings.Builder, s *Step, m *masker) {
 	mark := map[Kind]string{Added: "+", Removed: "-", Changed: "~"}[s.Kind]
 	var refs []string
 	if s.Base != nil {
@@ -592,7 +600,7 @@ func writeExplainStep(b *strings.Builder, s *Step) {
 			break
 		}
 		c := &s.Changes[i]
-		expected, actual := clip.Diff(explainValueText(c.Expected), explainValueText(c.Actual), explainValue)
+		expected, actual := clip.Diff(m.text(explainValueText(c.Expected)), m.text(explainValueText(c.Actual)), explainValue)
 		fmt.Fprintf(b, "              %s\n", clip.Inert(c.Path))
 		fmt.Fprintf(b, "                expected: %s\n", clip.Inert(expected))
 		fmt.Fprintf(b, "                actual:   %s\n", clip.Inert(actual))
@@ -604,4 +612,56 @@ func explainValueText(v trace.Value) string {
 		return "(absent)"
 	}
 	return v.Canonical()
+}
+
+// masker shows the ids providers minted in the two runs (Summary.Minted)
+// as placeholders, numbered by kind in order of first appearance in one
+// rendering, before values are cut.
+type masker struct {
+	ids map[string]string
+	ph  placeholder.Numbering
+}
+
+func (d *Result) masker() *masker {
+	m := &masker{}
+	for _, ids := range []map[string]string{d.Base.Minted, d.Variant.Minted} {
+		for id, kind := range ids {
+			if m.ids == nil {
+				m.ids = map[string]string{}
+			}
+			m.ids[id] = kind
+		}
+	}
+	return m
+}
+
+// text is s with the minted ids replaced.
+func (m *masker) text(s string) string { return m.ph.Minted(s, m.ids) }
+
+// changes are cs with the minted ids in their values replaced (a copy when
+// any is).
+func (m *masker) changes(cs []Change) []Change {
+	if len(m.ids) == 0 {
+		return cs
+	}
+	out := slices.Clone(cs)
+	for i := range out {
+		out[i].Expected, out[i].Actual = m.value(out[i].Expected), m.value(out[i].Actual)
+	}
+	return out
+}
+
+// value is v with the minted ids in its strings replaced (placeholders
+// keep JSON valid: they stand inside strings).
+func (m *masker) value(v trace.Value) trace.Value {
+	if v.IsAbsent() {
+		return v
+	}
+	s := v.Canonical()
+	if r := m.text(s); r != s {
+		if out, err := trace.ParseValue([]byte(r)); err == nil {
+			return out
+		}
+	}
+	return v
 }

@@ -1,10 +1,57 @@
 package replay
 
 import (
+	"context"
+	"encoding/json"
 	"strings"
 
 	"github.com/stepfork/stepfork/trace"
 )
+
+// ReportIDs tells the session that the response of the model call whose
+// body is running in ctx holds ids the provider minted, of one kind, in the
+// order the response holds them: the response's own id ("response":
+// chatcmpl-…, resp_…, msg_…), its tool calls' ids ("call": call_…,
+// toolu_…), its output items' ids ("item"), or a kind of the adapter's own.
+// Call it from inside the call function of [LLM] or [LLMRaw] (an adapter
+// calls it where it reads the provider's answer), once per kind or once per
+// id; outside a model call's body it does nothing. [Transport] reports the
+// ids of every wire format it knows, and [LLM] the ids of
+// Response.ToolCalls, themselves.
+//
+// Provider-minted ids change on every call of the same behavior, and the
+// agent sends some of them back (a tool result names the call it answers,
+// a Responses request its previous response). When the call runs live in a
+// replay or a fork's tail, each id it reports is bound, kind by kind in
+// order, to the id of that kind the recorded call it stands in for
+// reported; from then on the run records the recorded id wherever the live
+// one appears: in this response (the agent still gets the live one), in
+// the requests and tool inputs that carry it back, which are matched,
+// memoized and guarded as the recording's (the model and the tools still
+// get the live ones). So a live tail whose model says the same thing is
+// equivalent to its base. Every run keeps the ids its responses minted in
+// its [trace.MintedFile], so that renderings (goldens, Explain, pages) show
+// them as placeholders instead of values that change between recordings.
+func ReportIDs(ctx context.Context, kind string, ids ...string) {
+	sc := fromContext(ctx)
+	if sc == nil || sc.usage == nil || kind == "" {
+		return
+	}
+	sc.s.mu.Lock()
+	for _, id := range ids {
+		if id != "" {
+			sc.usage.ids = append(sc.usage.ids, mintedID{kind, id})
+		}
+	}
+	sc.s.mu.Unlock()
+}
+
+// mintedID is an id a provider minted in a response, of a kind (see
+// ReportIDs).
+type mintedID struct {
+	kind string
+	id   string
+}
 
 // mintedIDs binds the ids a provider minted during a run (response ids,
 // tool-call ids such as call_… and toolu_…, output item ids) to the ids they
@@ -15,6 +62,9 @@ import (
 type mintedIDs struct {
 	canon map[string]string // live id → the recorded id it stands for
 	live  map[string]string // recorded id → the live id, for requests a Director patched
+	// file is the new trace's trace.MintedFile: call event id → the ids its
+	// response minted, as the run records them.
+	file map[string][]trace.MintedID
 }
 
 // bind makes live stand for recorded.
@@ -118,9 +168,9 @@ func recordedIDs(w wire, out trace.Value) []mintedID {
 // (live → recorded).
 func (m *mintedIDs) pairIDs(live, recorded []mintedID) []trace.Member {
 	var made []trace.Member
-	var next [3]int
+	next := map[string]int{}
 	for _, l := range live {
-		k := int(l.kind)
+		k := l.kind
 		for next[k] < len(recorded) && recorded[next[k]].kind != l.kind {
 			next[k]++
 		}
@@ -179,4 +229,74 @@ func (s *session) correspondingLocked(ic *intercept, d *decision) *Recorded {
 		}
 	}
 	return nil
+}
+
+// note records, for the new trace's MintedFile, the ids the response of the
+// call callID minted: live, as the provider sent them, recorded as the ids
+// bound to them (or themselves).
+func (m *mintedIDs) note(callID string, live []mintedID) {
+	if len(live) == 0 {
+		return
+	}
+	ids := make([]trace.MintedID, len(live))
+	for i, l := range live {
+		ids[i] = trace.MintedID{Kind: l.kind, ID: l.id}
+		if r, ok := m.canon[l.id]; ok {
+			ids[i].ID, ids[i].Live = r, l.id
+		}
+	}
+	m.keep(callID, ids)
+}
+
+// keep records ids for call callID as they are (a served call's, from the
+// recording).
+func (m *mintedIDs) keep(callID string, ids []trace.MintedID) {
+	if len(ids) == 0 {
+		return
+	}
+	if m.file == nil {
+		m.file = map[string][]trace.MintedID{}
+	}
+	m.file[callID] = ids
+}
+
+// fileData is the new trace's MintedFile, nil when no response minted ids.
+func (m *mintedIDs) fileData() []byte {
+	if len(m.file) == 0 {
+		return nil
+	}
+	data, err := json.Marshal(m.file)
+	if err != nil {
+		return nil
+	}
+	return data
+}
+
+// recordedMinted is what the recorded call r reported as minted, from the
+// base's MintedFile.
+func (p *Prepared) recordedMinted(r *Recorded) []mintedID {
+	if r == nil || r.Call == nil {
+		return nil
+	}
+	ids := p.minted[r.Call.ID]
+	out := make([]mintedID, len(ids))
+	for i, id := range ids {
+		out[i] = mintedID{id.Kind, id.ID}
+	}
+	return out
+}
+
+// bindLocked binds the ids a live model call's body reported (ReportIDs)
+// to those the recorded call it stands in for reported, notes them for the
+// new trace, and returns out as the run records it: with every bound live
+// id replaced by the recorded one.
+func (s *session) bindLocked(callID string, corr *Recorded, live []mintedID, out trace.Value) trace.Value {
+	if len(live) == 0 {
+		return out
+	}
+	if s.plan != nil && corr != nil {
+		s.minted.pairIDs(live, s.plan.recordedMinted(corr))
+	}
+	s.minted.note(callID, live)
+	return s.minted.canonical(out)
 }
