@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,9 +20,9 @@ import (
 	"github.com/stepfork/stepfork/internal/clip"
 	"github.com/stepfork/stepfork/internal/failures"
 	"github.com/stepfork/stepfork/internal/outcome"
-	"github.com/stepfork/stepfork/internal/placeholder"
 	"github.com/stepfork/stepfork/internal/readlimit"
 	"github.com/stepfork/stepfork/internal/usd"
+	"github.com/stepfork/stepfork/internal/volatile"
 	"github.com/stepfork/stepfork/replay"
 	"github.com/stepfork/stepfork/trace"
 	"github.com/stepfork/stepfork/trace/diff"
@@ -227,8 +226,8 @@ func Render(v any) (string, error) {
 // falls at the same place whatever the width of the values it replaced.
 type renderer struct {
 	b      strings.Builder
-	ph     placeholder.Numbering // volatile kind → value → placeholder
-	minted map[string]string     // the ids providers minted in the runs rendered: id → kind
+	ph     volatile.Numbering // volatile kind → value → placeholder
+	minted map[string]string  // the ids providers minted in the runs rendered: id → kind
 }
 
 func newRenderer() *renderer { return &renderer{} }
@@ -545,29 +544,9 @@ func (r *renderer) absentOr(v trace.Value) string {
 
 // ---- normalization ----
 
-var volatile = []struct {
-	re       *regexp.Regexp
-	name     string
-	numbered bool // each distinct value its own placeholder
-}{
-	{regexp.MustCompile(`\brun_[0-9a-f]{32}\b`), "run", true},
-	{regexp.MustCompile(`\bevt_[0-9a-f]{32}\b`), "evt", true},
-	{regexp.MustCompile(`\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b`), "uuid", true},
-	{regexp.MustCompile(`\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})`), "time", false},
-}
-
-// normalize replaces the ids providers minted in the runs (by kind:
-// <call-1>, <response-1>), run ids, event ids and UUIDs in s by placeholders
-// numbered in order of first appearance in the rendering, so that the same
-// value gets the same placeholder everywhere, and times by <time>.
-func (r *renderer) normalize(s string) string {
-	s = r.ph.Minted(s, r.minted)
-	for _, v := range volatile {
-		if !v.numbered {
-			s = v.re.ReplaceAllLiteralString(s, "<"+v.name+">")
-			continue
-		}
-		s = v.re.ReplaceAllStringFunc(s, func(m string) string { return r.ph.Name(v.name, m) })
-	}
-	return s
-}
+// normalize replaces the volatile values in s by placeholders
+// (volatile.Numbering.Replace): the ids providers minted in the runs by
+// kind (<call-1>, <response-1>), run ids, event ids and UUIDs numbered in
+// order of first appearance in the rendering, so that the same value gets
+// the same placeholder everywhere, and times by <time>.
+func (r *renderer) normalize(s string) string { return r.ph.Replace(s, r.minted) }

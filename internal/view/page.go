@@ -230,8 +230,7 @@ func DiffPage(base, variant *trace.Trace) *Page {
 
 // Render writes the page as one self-contained HTML document.
 func (p *Page) Render(w io.Writer) error {
-	redactAll(p)
-	maskMinted(p, p.minted)
+	cleanAll(p, p.minted)
 	p.derive()
 	head, rest, payloads, err := p.data()
 	if err != nil {

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/stepfork/stepfork/internal/clip"
-	"github.com/stepfork/stepfork/internal/placeholder"
+	"github.com/stepfork/stepfork/internal/volatile"
 	"github.com/stepfork/stepfork/trace"
 )
 
@@ -25,59 +25,52 @@ var valueType = reflect.TypeFor[trace.Value]()
 // or a pattern added to trace later cannot reach a page unredacted.
 //
 // It is the one place pages are redacted: page builders fill the model,
-// render calls redactAll on it before anything is written.
-func redactAll(x any) {
+// render calls cleanAll on it before anything is written.
+func redactAll(x any) { cleanAll(x, nil) }
+
+// cleanAll redacts the page model x as redactAll says and, in the same
+// walk, shows the ids providers minted in the page's runs (minted: id →
+// kind, trace.MintedIDs) as placeholders numbered by kind in the order the
+// model holds them (<call-1>), in every string and payload, as goldens and
+// Explain show them. Redaction comes first: a placeholder never hides a
+// secret from it.
+func cleanAll(x any, minted map[string]string) {
+	var n volatile.Numbering
 	w := walker{
 		str: func(s string) (string, bool) {
 			r, _ := trace.RedactString(s)
-			r = clip.InertText(r)
-			return r, r != s
-		},
-		val: func(pv trace.Value) trace.Value {
-			var red trace.Value
-			if mayAct(pv.Canonical()) {
-				red, _ = trace.RedactValue(pv, inertScrubber)
-			} else {
-				red, _ = trace.RedactValue(pv)
-			}
-			return red
-		},
-	}
-	w.walk(reflect.ValueOf(x), map[uintptr]bool{})
-}
-
-// maskMinted shows the ids providers minted in the page's runs (ids: id →
-// kind, trace.MintedIDs) as placeholders, numbered by kind in the order the
-// page model holds them (<call-1>), in every string and payload of the
-// model, as goldens and Explain show them.
-func maskMinted(x any, ids map[string]string) {
-	if len(ids) == 0 {
-		return
-	}
-	var n placeholder.Numbering
-	w := walker{
-		str: func(s string) (string, bool) {
-			r := n.Minted(s, ids)
+			r = n.Minted(clip.InertText(r), minted)
 			return r, r != s
 		},
 		val: func(v trace.Value) trace.Value {
+			if mayAct(v.Canonical()) {
+				v, _ = trace.RedactValue(v, inertScrubber)
+			} else {
+				v, _ = trace.RedactValue(v)
+			}
+			if len(minted) == 0 {
+				return v
+			}
 			s := v.Canonical()
-			if r := n.Minted(s, ids); r != s {
+			if r := n.Minted(s, minted); r != s {
 				if out, err := trace.ParseValue([]byte(r)); err == nil {
-					return out
+					return out // placeholders stand inside strings: JSON stays JSON
 				}
 			}
 			return v
 		},
+		ordered: len(minted) > 0,
 	}
 	w.walk(reflect.ValueOf(x), map[uintptr]bool{})
 }
 
 // walker rewrites, in place, every string and payload of a page model, in
-// the order the model holds them (map entries by key).
+// the order the model holds them (map entries by key when ordered: the
+// placeholders are numbered in that order).
 type walker struct {
-	str func(string) (string, bool)
-	val func(trace.Value) trace.Value
+	str     func(string) (string, bool)
+	val     func(trace.Value) trace.Value
+	ordered bool
 }
 
 func (w *walker) walk(v reflect.Value, seen map[uintptr]bool) {
@@ -119,7 +112,9 @@ func (w *walker) walk(v reflect.Value, seen map[uintptr]bool) {
 			return // an unexported map (the page's minted ids) is not shown
 		}
 		keys := v.MapKeys()
-		slices.SortFunc(keys, func(a, b reflect.Value) int { return cmp.Compare(fmt.Sprint(a.Interface()), fmt.Sprint(b.Interface())) })
+		if w.ordered {
+			slices.SortFunc(keys, func(a, b reflect.Value) int { return cmp.Compare(fmt.Sprint(a.Interface()), fmt.Sprint(b.Interface())) })
+		}
 		for _, k := range keys {
 			e := reflect.New(v.Type().Elem()).Elem()
 			e.Set(v.MapIndex(k))

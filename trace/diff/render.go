@@ -9,8 +9,8 @@ import (
 
 	"github.com/stepfork/stepfork/internal/clip"
 	"github.com/stepfork/stepfork/internal/fileform"
-	"github.com/stepfork/stepfork/internal/placeholder"
 	"github.com/stepfork/stepfork/internal/usd"
+	"github.com/stepfork/stepfork/internal/volatile"
 	"github.com/stepfork/stepfork/trace"
 )
 
@@ -619,7 +619,7 @@ func explainValueText(v trace.Value) string {
 // rendering, before values are cut.
 type masker struct {
 	ids map[string]string
-	ph  placeholder.Numbering
+	ph  volatile.Numbering
 }
 
 func (d *Result) masker() *masker {

@@ -1,4 +1,4 @@
-package placeholder
+package volatile
 
 import "testing"
 
@@ -50,10 +50,11 @@ func FuzzMinted(f *testing.F) {
 			for j < len(out) && idChar(out[j]) {
 				j++
 			}
-			// A word of the output that is an id either was in the input
-			// next to a placeholder's '>' or '<' (never: those delimit
-			// words) or is one Minted missed.
-			if _, ok := ids[out[i:j]]; ok && out[i:j] != "" && !inPlaceholderName(out, i) {
+			// A word of the output that is an id is one Minted missed,
+			// unless it is a placeholder's name, or what was left of a
+			// longer word whose other part an id of other characters
+			// took (it touches the placeholder).
+			if _, ok := ids[out[i:j]]; ok && out[i:j] != "" && !touchesPlaceholder(out, i, j) {
 				t.Fatalf("Minted(%q) = %q still holds the id %q", s, out, out[i:j])
 			}
 			i = j
@@ -61,8 +62,33 @@ func FuzzMinted(f *testing.F) {
 	})
 }
 
-// inPlaceholderName reports whether the word at i is the kind or number of
-// a placeholder ("<call-1>").
-func inPlaceholderName(s string, i int) bool {
-	return i > 0 && s[i-1] == '<'
+// touchesPlaceholder reports whether the word s[i:j] is the name of a
+// placeholder ("<call-1>") or stands right before or after one.
+func touchesPlaceholder(s string, i, j int) bool {
+	return i > 0 && (s[i-1] == '<' || s[i-1] == '>') || j < len(s) && s[j] == '<'
+}
+
+// TestReplace: a rendering's placeholders — minted ids by kind, ids
+// numbered in order of first appearance across texts, times unnumbered.
+func TestReplace(t *testing.T) {
+	t.Parallel()
+	const (
+		run1 = "run_0123456789abcdef0123456789abcdef"
+		run2 = "run_fedcba9876543210fedcba9876543210"
+		uuid = "123e4567-e89b-12d3-a456-426614174000"
+	)
+	minted := map[string]string{"call_abcdef123": "call"}
+	cases := []struct{ in, want string }{
+		{run2 + " then " + run1 + " then " + run2, "<run-1> then <run-2> then <run-1>"},
+		{`{"id":"call_abcdef123","at":"2026-12-03T20:02:04.123Z","uuid":"` + uuid + `"}`, `{"id":"<call-1>","at":"<time>","uuid":"<uuid-1>"}`},
+		{"at 2026-12-03 20:02:04+01:00 and 2026-12-03T20:02:04Z", "at <time> and <time>"},
+		{run1, "<run-2>"}, // the numbering is kept across texts
+		{"short", "short"},
+	}
+	var n Numbering
+	for _, tc := range cases {
+		if got := n.Replace(tc.in, minted); got != tc.want {
+			t.Errorf("Replace(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
 }

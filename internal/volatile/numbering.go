@@ -1,10 +1,4 @@
-// Package placeholder replaces, in texts about runs, the values that change
-// between runs of the same behavior (run and event ids, ids a provider
-// minted) by placeholders numbered by kind in order of first appearance:
-// the same value always gets the same placeholder (<call-1>), so that a
-// rendering is stable run after run and still shows which values are the
-// same.
-package placeholder
+package volatile
 
 import (
 	"sort"
@@ -39,8 +33,9 @@ func (n *Numbering) Name(kind, value string) string {
 }
 
 // Minted returns s with every occurrence of an id of ids (id → kind, as
-// trace.MintedIDs gives them) replaced by its placeholder, numbered in the
-// order the ids appear. An id made of letters, digits, '_' and '-' (as
+// trace.MintedIDs gives them: the ids providers minted in a run's model
+// responses) replaced by its placeholder of that kind (<call-1>,
+// <response-1>), numbered in the order the ids appear. An id made of letters, digits, '_' and '-' (as
 // providers mint them) is replaced where it stands as a whole word, not
 // inside a longer one; any other id wherever it occurs.
 func (n *Numbering) Minted(s string, ids map[string]string) string {
