@@ -25,6 +25,7 @@ var (
 	ignoreIDs = cmp.Options{
 		cmpopts.AcyclicTransformer("IgnoreIDs", positionalIDs),
 		ignoreFields(field[trace.RedactionEntry]("EventID")),
+		cmp.FilterValues(holdMinted, cmpopts.AcyclicTransformer("IgnoreIDs", mintedByContent)),
 	}
 	ignoreRunIDs        = ignoreFields(field[trace.Manifest]("RunID"), field[trace.Event]("RunID"))
 	ignoreTimestamps    = ignoreFields(field[trace.Manifest]("CreatedAt"), field[trace.Event]("Timestamp"))
@@ -81,8 +82,36 @@ func differ(x, y trace.Value) bool { return !x.Equal(y) }
 // a []trace.Event each id becomes the event's position ("#3") and each parent
 // id the position of its parent, so two runs compare equal when their events
 // differ only in how ids were generated, yet a call moved under a different
-// parent still shows. The event ids in redaction entries are ignored.
+// parent still shows. The event ids in redaction entries are ignored, and
+// so are those that key the ids providers minted ([trace.MintedFile]): the
+// runs' minted ids are compared as a set of each call's list.
 func IgnoreIDs() cmp.Option { return ignoreIDs }
+
+// holdMinted reports whether either extra-file map holds a minted-ids file.
+func holdMinted(x, y map[string][]byte) bool {
+	_, a := x[trace.MintedFile]
+	_, b := y[trace.MintedFile]
+	return a || b
+}
+
+// mintedByContent is extras with its minted-ids file keyed by content
+// instead of by event id: the sorted list of each call's ids, as JSON (the
+// file as it is when it does not decode).
+func mintedByContent(extras map[string][]byte) map[string][]byte {
+	m, err := trace.Minted(extras[trace.MintedFile])
+	if err != nil {
+		return extras
+	}
+	lists := make([]string, 0, len(m))
+	for _, ids := range m {
+		b, _ := json.Marshal(ids)
+		lists = append(lists, string(b))
+	}
+	slices.Sort(lists)
+	out := maps.Clone(extras)
+	out[trace.MintedFile] = []byte("[" + strings.Join(lists, ",") + "]")
+	return out
+}
 
 // IgnoreRunIDs ignores the run id of the manifest and of every event.
 func IgnoreRunIDs() cmp.Option { return ignoreRunIDs }

@@ -159,6 +159,42 @@ func TestIgnoreIDsKeepsShape(t *testing.T) {
 	}
 }
 
+// TestIgnoreIDsMinted: the ids providers minted are keyed by event id in
+// their file; under IgnoreIDs two runs whose calls minted the same ids
+// compare equal whatever their event ids, and a different id still shows,
+// with SortConcurrentCalls too.
+func TestIgnoreIDsMinted(t *testing.T) {
+	t.Parallel()
+	minted := func(tr *trace.Trace, id string) {
+		var req string
+		for _, ev := range tr.Events {
+			if ev.Type == trace.LLMRequest {
+				req = ev.ID
+			}
+		}
+		tr.Extras = map[string][]byte{trace.MintedFile: []byte(`{"` + req + `":[{"kind":"call","id":"` + id + `"}]}`)}
+	}
+	want := refundRun(t)
+	minted(want, "call_AAAA1111")
+	got := want.Clone()
+	for i := range got.Events {
+		got.Events[i].ID = "other_" + got.Events[i].ID
+		if got.Events[i].ParentID != "" {
+			got.Events[i].ParentID = "other_" + got.Events[i].ParentID
+		}
+	}
+	minted(got, "call_AAAA1111")
+	for _, opts := range []cmp.Options{{assert.TraceOptions()}, {assert.TraceOptions(), assert.SortConcurrentCalls()}} {
+		if d := cmp.Diff(want, got, opts); d != "" {
+			t.Fatalf("renamed ids differ (-want +got):\n%s", d)
+		}
+	}
+	minted(got, "call_BBBB2222")
+	if d := cmp.Diff(want, got, assert.TraceOptions()); !strings.Contains(d, "BBBB2222") {
+		t.Errorf("another minted id does not show:\n%s", d)
+	}
+}
+
 // TestCanonicalPayloads compares payloads canonically, keeps 1 and 1.0 apart,
 // and never prints a secret.
 func TestCanonicalPayloads(t *testing.T) {
