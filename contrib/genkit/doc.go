@@ -23,7 +23,9 @@
 // fork.Temperature the config's temperature and fork.Model another model
 // of the registry; the response is the answer, its finish reason and its
 // usage, which gives the call its tokens and, with [WithPrices], its cost.
-// Refs the provider mints for tool requests are replaced by stable ones.
+// The ids the provider mints (tool requests' refs, the completion id) are
+// bound to the recorded ones with replay.ReportIDs, so a live tail whose
+// model says the same thing is equivalent to its base.
 // A streamed call is recorded chunk by chunk and served back through
 // Genkit's streaming callback. See [Model] for the recorded shapes.
 //

@@ -2,6 +2,7 @@ package genkit_test
 
 import (
 	"context"
+	"fmt"
 	"github.com/firebase/genkit/go/ai"
 	"github.com/firebase/genkit/go/genkit"
 	sfgenkit "github.com/stepfork/stepfork/contrib/genkit"
@@ -12,6 +13,7 @@ import (
 	"github.com/stepfork/stepfork/assert"
 	"github.com/stepfork/stepfork/fork"
 	"github.com/stepfork/stepfork/replay"
+	"github.com/stepfork/stepfork/sftest"
 	"github.com/stepfork/stepfork/trace"
 )
 
@@ -447,5 +449,88 @@ func TestForkBetweenToolTurns(t *testing.T) {
 	// are written in one order: get_weather, then search_flights).
 	if _, err := fork.Run(context.Background(), base, fork.Step(5), w.agent()); err == nil || !strings.Contains(err.Error(), "a fork must not split it") {
 		t.Errorf("a fork between the tools of one answer: %v, want the group refused", err)
+	}
+}
+
+// A golden of a fork of a run recorded in the test (the README's pattern)
+// is the same text run after run, although the server mints fresh
+// completion ids, tool-call refs and fingerprints on every call: the
+// rendering shows them as placeholders, in the base's served prefix and in
+// the live tail alike (a fork before the last model call, whose answer
+// changed).
+func TestGoldenOfForkIsStable(t *testing.T) {
+	t.Parallel()
+	texts := map[string]bool{}
+	for range 3 {
+		w := newWorld(t)
+		base := record(t, w, w.agent())
+		w.api.final = "All set:"
+		v, err := fork.Run(context.Background(), base, fork.BeforeCall(replay.KindLLM, modelName, 3), w.agent(),
+			fork.PromptAppend(fork.All, " Be brief."))
+		if err != nil {
+			t.Fatal(err)
+		}
+		assert.OutputEqual(t, v, "All set: booked SF100")
+		s, err := sftest.Render(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, minted := range []string{"chatcmpl-", "fp_", `"call_`} {
+			if strings.Contains(s, minted) {
+				t.Errorf("the rendering shows a minted id (%s):\n%s", minted, s)
+			}
+		}
+		if !strings.Contains(s, `"id":"<response-3>"`) {
+			t.Errorf("the rendering shows no placeholder for the live tail's completion id:\n%s", s)
+		}
+		texts[s] = true
+	}
+	if len(texts) != 1 {
+		for s := range texts {
+			t.Log(s)
+		}
+		t.Fatalf("%d distinct renderings of the same fork, want 1", len(texts))
+	}
+}
+
+// The agent gets the completion's custom data (compat_oai keeps the
+// completion id, model and fingerprint there) with the same Go types live
+// and served, and the served one is the recorded one.
+func TestCustomServedAsLive(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	agent := replay.Typed(func(ctx context.Context, in string) ([]string, error) {
+		resp, err := genkit.Generate(ctx, w.g, ai.WithModelName(modelName), ai.WithPrompt(in))
+		if err != nil {
+			return nil, err
+		}
+		c, ok := resp.Custom.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("custom %T, want map[string]any", resp.Custom)
+		}
+		var out []string
+		for _, k := range []string{"id", "model", "systemFingerprint"} {
+			s, ok := c[k].(string)
+			if !ok {
+				return nil, fmt.Errorf("custom[%q] is %T, want a string", k, c[k])
+			}
+			out = append(out, s)
+		}
+		return out, nil
+	})
+	rec, err := replay.Record(context.Background(), "custom", "hi", agent)
+	if err != nil || rec.Err != nil {
+		t.Fatalf("Record: %v, %v", err, rec.Err)
+	}
+	live := jsonOf(t, rec.Output)
+	if !strings.Contains(live, `"chatcmpl-`) || !strings.Contains(live, `"fp_`) {
+		t.Fatalf("live custom %s: want the completion id and fingerprint", live)
+	}
+	res, err := replay.Replay(context.Background(), rec.Trace, agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := jsonOf(t, res.Output); got != live {
+		t.Errorf("served custom %s, want the recorded %s", got, live)
 	}
 }

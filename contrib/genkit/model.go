@@ -59,16 +59,27 @@ type model struct {
 //
 // The recorded response is the answer's "message", "finishReason" and
 // "finishMessage", and the "usage" Genkit reports, whose tokens are the
-// call's tokens (and, with [WithPrices], its cost). The tool requests'
-// refs the provider minted are replaced by refs derived from the
-// conversation and the requests (stable: a model that answers the same
-// conversation the same way yields the same refs, live or replayed), so that
-// a fork's live tail whose model says the same thing is equivalent to its
-// base; a request without a ref gets one the same way. The provider's raw
-// response (ModelResponse.Custom and Raw: response ids, fingerprints) and
-// the latency are not recorded, and a served response has none. A streamed
-// call is recorded chunk by chunk with the final response and served back
-// through Genkit's streaming callback (see [StreamError]).
+// call's tokens (and, with [WithPrices], its cost), and "custom": the
+// members of the plugin's ModelResponse.Custom that are strings, numbers
+// or booleans (compat_oai's completion "id", "model" and
+// "systemFingerprint"; structured members, such as Gemini's raw
+// candidates, and ModelResponse.Raw are not recorded). The agent gets the
+// response as the recording keeps it, live or served: the same Go values
+// either way.
+//
+// The ids the provider minted — the refs of the tool requests, the
+// completion id and fingerprint in custom — are recorded as the provider
+// sent them and reported with replay.ReportIDs: when a fork's tail runs the
+// model live, each is bound to the one the recorded answer had, and the run
+// records the recorded one wherever the live one appears (the answer, the
+// tool responses of the next request), while the agent and the provider
+// keep the live ones. So a tail whose model says the same thing is
+// equivalent to its base, and goldens show the ids as placeholders
+// (<call-1>). A tool request without a ref gets one derived from the
+// conversation, so that its response is told apart from another of the
+// same tool. A streamed call is recorded chunk by chunk with the final
+// response and served back through Genkit's streaming callback (see
+// [StreamError]).
 func Model(m ai.Model, opts ...Option) ai.Model {
 	return newModel(m, newOptions(opts))
 }
@@ -129,15 +140,17 @@ type response struct {
 	FinishReason  ai.FinishReason     `json:"finishReason,omitempty"`
 	FinishMessage string              `json:"finishMessage,omitempty"`
 	Usage         *ai.GenerationUsage `json:"usage,omitempty"`
+	Custom        map[string]any      `json:"custom,omitempty"` // scalarCustom
 }
 
 // responseOf is what the recording keeps of r. Its usage keeps the tokens
 // and the model's own counts, not the character and media counts Genkit
 // derives from the request and the answer: a served response gets them
 // derived again (ai.CalculateInputOutputUsage), and an answer that changed
-// shows as the change of its message alone.
+// shows as the change of its message alone. Of r.Custom it keeps the
+// scalar members (scalarCustom).
 func responseOf(r *ai.ModelResponse) *response {
-	out := &response{Message: r.Message, FinishReason: r.FinishReason, FinishMessage: r.FinishMessage}
+	out := &response{Message: r.Message, FinishReason: r.FinishReason, FinishMessage: r.FinishMessage, Custom: scalarCustom(r.Custom)}
 	if u := r.Usage; u != nil {
 		out.Usage = &ai.GenerationUsage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, TotalTokens: u.TotalTokens,
 			CachedContentTokens: u.CachedContentTokens, ThoughtsTokens: u.ThoughtsTokens, Custom: u.Custom}
@@ -148,6 +161,9 @@ func responseOf(r *ai.ModelResponse) *response {
 // modelResponse is the response served for req.
 func (r *response) modelResponse(req *ai.ModelRequest) *ai.ModelResponse {
 	resp := &ai.ModelResponse{Message: r.Message, FinishReason: r.FinishReason, FinishMessage: r.FinishMessage, Usage: r.Usage, Request: req}
+	if r.Custom != nil {
+		resp.Custom = r.Custom
+	}
 	ai.CalculateInputOutputUsage(req, resp)
 	return resp
 }
@@ -433,9 +449,11 @@ func (m *model) generate(ctx context.Context, req *ai.ModelRequest, cb ai.ModelS
 			if resp == nil {
 				return trace.Value{}, fmt.Errorf("contrib/genkit: model %q answered nothing (a nil response and no error)", target.Name())
 			}
-			stableRefs(len(r.Messages), resp.Message, nil)
+			rec := responseOf(resp)
+			var ids minted
+			ids.answer(ctx, len(r.Messages), rec.Message, rec.Custom)
 			m.report(ctx, id, resp.Usage)
-			return valueOf(responseOf(resp))
+			return valueOf(rec)
 		}
 		v, err, streamErr := m.stream(ctx, target, id, r, cb)
 		after = streamErr
@@ -486,13 +504,14 @@ func (m *model) generate(ctx context.Context, req *ai.ModelRequest, cb ai.ModelS
 func (m *model) stream(ctx context.Context, target ai.Model, id string, r *ai.ModelRequest, cb ai.ModelStreamCallback) (trace.Value, error, error) {
 	var mu sync.Mutex
 	var rec streamed
-	refs := &streamRefs{turn: len(r.Messages)}
+	var ids minted
+	body := ctx // where the ids are reported: the model call's body
 	resp, err := target.Generate(ctx, r, func(ctx context.Context, c *ai.ModelResponseChunk) error {
 		if c == nil {
 			return cb(ctx, c)
 		}
 		mu.Lock()
-		refs.chunk(c)
+		ids.chunk(body, c)
 		raw, err := json.Marshal(c) // before cb, which numbers and labels the chunk in place
 		if err == nil {
 			rec.Stream = append(rec.Stream, raw)
@@ -525,9 +544,9 @@ func (m *model) stream(ctx context.Context, target ai.Model, id string, r *ai.Mo
 	if resp == nil {
 		return trace.Value{}, fmt.Errorf("contrib/genkit: model %q answered nothing (a nil response and no error)", target.Name()), nil
 	}
-	stableRefs(len(r.Messages), resp.Message, refs)
-	m.report(ctx, id, resp.Usage)
 	rec.Response = responseOf(resp)
+	ids.answer(ctx, len(r.Messages), rec.Response.Message, rec.Response.Custom)
+	m.report(ctx, id, resp.Usage)
 	v, err := valueOf(rec)
 	return v, err, nil
 }
