@@ -16,14 +16,16 @@ import (
 // fakeOpenAI is an OpenAI-compatible chat completions server that behaves
 // like a hosted one: a fresh completion id, tool-call ids, request id,
 // fingerprint and creation time on every answer, a random delay, usage on
-// every non-streamed answer, and server-sent events when asked to stream.
+// every non-streamed answer (with as many cached prompt tokens as cached
+// says), and server-sent events when asked to stream.
 // Its answers depend only on the conversation. Its plan: search flights and
 // the weather at once (two tool calls in one answer); then book SF100 — or
 // SF050 when the system prompt says "cheapest", or nothing when it says
 // "never book"; then answer "<final> <last tool result>".
 type fakeOpenAI struct {
-	srv   *httptest.Server
-	final string
+	srv    *httptest.Server
+	final  string
+	cached atomic.Int64 // prompt tokens the server says it had cached
 
 	requests atomic.Int64
 	mu       sync.Mutex
@@ -163,7 +165,8 @@ func (f *fakeOpenAI) serve(w http.ResponseWriter, r *http.Request) {
 	json.NewEncoder(w).Encode(map[string]any{
 		"id": id, "object": "chat.completion", "created": created, "model": model, "system_fingerprint": fp,
 		"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": finish}},
-		"usage":   map[string]any{"prompt_tokens": prompt, "completion_tokens": 8, "total_tokens": prompt + 8},
+		"usage": map[string]any{"prompt_tokens": prompt, "completion_tokens": 8, "total_tokens": prompt + 8,
+			"prompt_tokens_details": map[string]any{"cached_tokens": f.cached.Load()}},
 	})
 }
 

@@ -112,8 +112,9 @@ func TestMemoizedNullFork(t *testing.T) {
 }
 
 // The tail runs the model live: the server mints fresh completion ids,
-// tool-call ids, request ids and fingerprints, which are not behaviour, so
-// a model that answers the same makes the fork equivalent; the tail's tool
+// tool-call ids, request ids and fingerprints, and says more of the prompt
+// was cached, none of which is behaviour, so a model that answers the same
+// makes the fork equivalent; the tail's tool
 // calls are served by the guard, and the live calls cost what the prices
 // say.
 func TestLiveTailIsEquivalent(t *testing.T) {
@@ -121,6 +122,7 @@ func TestLiveTailIsEquivalent(t *testing.T) {
 	w := newWorld(t, sfgenkit.WithPrices(prices))
 	base := record(t, w, w.agent())
 	requests, runs := w.api.requests.Load(), w.runs()
+	w.api.cached.Store(16)
 	v, err := fork.Run(context.Background(), base, fork.Start(), w.agent())
 	if err != nil {
 		t.Fatal(err)
@@ -130,6 +132,11 @@ func TestLiveTailIsEquivalent(t *testing.T) {
 	}
 	assert.Equivalent(t, v)
 	assert.NoSuppressedEffects(t, v)
+	for _, e := range v.Trace.Events {
+		if e.Type == trace.LLMResponse && e.Output.Get("usage").Get("cachedContentTokens").Canonical() != "16" {
+			t.Errorf("the tail's response at step %d records usage %s, want 16 cached tokens", e.Step, e.Output.Get("usage").Canonical())
+		}
+	}
 	if w.runs() != runs {
 		t.Errorf("the tail ran tools (%v→%v); the guard should serve them", runs, w.runs())
 	}
