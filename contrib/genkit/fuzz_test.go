@@ -2,6 +2,8 @@ package genkit
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"testing"
 
 	"github.com/firebase/genkit/go/ai"
@@ -50,6 +52,47 @@ func FuzzPatched(f *testing.F) {
 		}
 		if v == body && len(r.Messages) != len(req.Messages) {
 			t.Fatalf("the recorded body decodes into %d messages, want %d", len(r.Messages), len(req.Messages))
+		}
+	})
+}
+
+// FuzzCustom: whatever custom data a plugin's response holds, the
+// recording keeps only its scalar members, as they were, and the ids read
+// from them are some of their string values, never a panic.
+func FuzzCustom(f *testing.F) {
+	for _, s := range []string{
+		`{"id":"chatcmpl-AbC123xyz","model":"gpt-4o","systemFingerprint":"fp_0123456789"}`,
+		`{"candidates":[{"content":{"parts":[{"text":"hi"}]},"avgLogprobs":-0.25}],"usageMetadata":{"promptTokenCount":3},"responseId":"r-1234567890"}`,
+		`{"x-request-id":"req_abcdef012345","request_id":7,"Message_ID":"msg_01ABCDEFGH","fingerprint":null,"ok":true,"n":1.5}`,
+		`[]`, `"s"`, `null`, `{}`, `{"":""}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var c any
+		if json.Unmarshal(b, &c) != nil {
+			return
+		}
+		kept := scalarCustom(c)
+		whole, _ := c.(map[string]any)
+		for k, v := range kept {
+			switch v.(type) {
+			case string, float64, bool:
+			default:
+				t.Fatalf("custom %s: member %q kept as %T, want a scalar", b, k, v)
+			}
+			if fmt.Sprint(whole[k]) != fmt.Sprint(v) {
+				t.Fatalf("custom %s: member %q kept as %v, was %v", b, k, v, whole[k])
+			}
+		}
+		for _, id := range customIDs(kept) {
+			found := false
+			for _, v := range kept {
+				found = found || v == id.id
+			}
+			if !found || id.id == "" || (id.kind != "response" && id.kind != "fingerprint") {
+				t.Fatalf("custom %s: id %+v is not one of its string members", b, id)
+			}
 		}
 	})
 }
