@@ -463,8 +463,8 @@ func TestForkBetweenToolTurns(t *testing.T) {
 // is the same text run after run, although the server mints fresh
 // completion ids, tool-call refs and fingerprints on every call: the
 // rendering shows them as placeholders, in the base's served prefix and in
-// the live tail alike (a fork before the last model call, whose answer
-// changed).
+// the live tail alike (a fork before the second model call: the first
+// answer and its tools served, the rest live, the last answer changed).
 func TestGoldenOfForkIsStable(t *testing.T) {
 	t.Parallel()
 	texts := map[string]bool{}
@@ -472,7 +472,7 @@ func TestGoldenOfForkIsStable(t *testing.T) {
 		w := newWorld(t)
 		base := record(t, w, w.agent())
 		w.api.final = "All set:"
-		v, err := fork.Run(context.Background(), base, fork.BeforeCall(replay.KindLLM, modelName, 3), w.agent(),
+		v, err := fork.Run(context.Background(), base, fork.BeforeCall(replay.KindLLM, modelName, 2), w.agent(),
 			fork.PromptAppend(fork.All, " Be brief."))
 		if err != nil {
 			t.Fatal(err)
