@@ -135,7 +135,7 @@ func TestHostileEntryPoints(t *testing.T) {
 	}
 	for _, in := range hostile.Corpus(base) {
 		if in.Large || in.Name == "dir/60MB-line" {
-			// Only large: a bundle of 200,000 lines, or a line the
+			// Only large: a bundle of 50,000 lines, or a line the
 			// library reads (up to trace.MaxLineBytes, 64 MiB).
 			continue
 		}

@@ -29,7 +29,7 @@ type Input struct {
 	// the extra files it lists: a reader that reads neither (validate
 	// without --verify-integrity) may accept it.
 	Extra bool
-	// Large is true for a bundle that is only large (200,000 lines): it is
+	// Large is true for a bundle that is only large (50,000 lines): it is
 	// hostile to what prints one line per problem, not to what reads it.
 	Large bool
 	// Lines is true when only the lines of events.jsonl are hostile: a
@@ -414,10 +414,10 @@ func dirInputs() []input {
 		}), true, false, false),
 		withFlags(edited("60MB-line", longLine(60<<20)), false, false, true),
 		withFlags(edited("70MB-line", longLine(70<<20)), false, false, true),
-		withFlags(edited("200k-duplicate-lines", func(t testing.TB, b string) {
+		withFlags(edited("50k-duplicate-lines", func(t testing.TB, b string) {
 			events(t, b, func(data []byte) []byte {
 				line, _, _ := bytes.Cut(data, []byte("\n"))
-				return bytes.Repeat(append(line, '\n'), 200_000)
+				return bytes.Repeat(append(line, '\n'), 50_000)
 			})
 		}), false, true, false),
 		withFlags(edited("events-a-gigabyte-of-zeros", func(t testing.TB, b string) {
