@@ -220,7 +220,6 @@ func TestScheduleTexts(t *testing.T) {
 		for _, sh := range shapes.All() {
 			t.Run(sh.Name, func(t *testing.T) {
 				texts := map[string][]string{}
-				liveModel := false
 				for range recordings {
 					base := recordShape(t, sh, recordDelays)
 					id, model, out, err := sh.Target(base)
@@ -241,7 +240,6 @@ func TestScheduleTexts(t *testing.T) {
 					// What stepfork diff prints, as text and as JSON.
 					texts["diff text"] = append(texts["diff text"], newRenderer().normalize(v.Diff.StepforkText()))
 					texts["diff json"] = append(texts["diff json"], newRenderer().normalize(string(v.Diff.JSON())))
-					liveModel = liveModel || v.LiveModelCalls > 0
 					texts["run page"] = append(texts["run page"], pageText(t, view.RunPage(base)))
 					texts["variant page"] = append(texts["variant page"], pageText(t, view.VariantPage(v)))
 					// A sweep of the change and a control: its golden, its
@@ -273,14 +271,6 @@ func TestScheduleTexts(t *testing.T) {
 				for _, kind := range []string{"recording", "golden", "explain", "diff text", "diff json", "run page", "variant page", "sweep golden", "sweep explain", "sweep page", "report"} {
 					if strings.HasSuffix(kind, "page") && sh.RandomData {
 						continue // a page shows the random values
-					}
-					if (kind == "variant page" || kind == "sweep page") && liveModel {
-						// A model call of the tail ran live and its
-						// response id, which the provider minted, shows
-						// changed on the page, cut where the two ids differ
-						// (issue 20 §4, ids the provider mints; not the
-						// order of goroutines).
-						continue
 					}
 					distinct := slices.Compact(slices.Sorted(slices.Values(texts[kind])))
 					if len(distinct) != 1 {

@@ -512,17 +512,27 @@ func pipeline() Shape {
 
 // ---- 7. model calls in parallel, then one that sees every answer ----
 
+// responseID mints a response id, as a provider does, and reports it to
+// the session (replay.ReportIDs), as an adapter that keeps the provider's
+// id in Extra must: so a live tail's ids are bound to the recorded ones and
+// renderings show them as placeholders.
+func responseID(ctx context.Context) string {
+	id := "chatcmpl-" + uuid.NewString()
+	replay.ReportIDs(ctx, "response", id)
+	return id
+}
+
 // FakeModel is a chat model that behaves like a real provider: every
 // response has a fresh id (a UUID, as some providers mint them), and a
 // question asked with tools is answered with parallel tool calls, each with
 // a fresh id. Its answer to anything else is a function of the last
 // message, so the same request gets the same text.
 func FakeModel(d Delays) func(context.Context, replay.Request) (replay.Response, error) {
-	return func(_ context.Context, r replay.Request) (replay.Response, error) {
+	return func(ctx context.Context, r replay.Request) (replay.Response, error) {
 		d.Wait()
 		last := r.Messages[len(r.Messages)-1]
 		resp := replay.Response{Model: "m-2026", StopReason: "stop",
-			Extra: map[string]any{"id": "chatcmpl-" + uuid.NewString()},
+			Extra: map[string]any{"id": responseID(ctx)},
 			Usage: replay.Usage{PromptTokens: 12, CompletionTokens: 5, TotalTokens: 17}}
 		if len(r.Tools) > 0 && last.Role == "user" {
 			resp.StopReason = "tool_calls"
@@ -926,7 +936,7 @@ func failures() Shape {
 // the first turn returned), then answers with every tool result it was
 // given; every response and tool call has a fresh id.
 func turnModel(d Delays) func(context.Context, replay.Request) (replay.Response, error) {
-	return func(_ context.Context, r replay.Request) (replay.Response, error) {
+	return func(ctx context.Context, r replay.Request) (replay.Response, error) {
 		d.Wait()
 		turn := 0
 		var results []string
@@ -939,7 +949,7 @@ func turnModel(d Delays) func(context.Context, replay.Request) (replay.Response,
 			}
 		}
 		resp := replay.Response{Model: "m-2026", StopReason: "tool_calls",
-			Extra: map[string]any{"id": "chatcmpl-" + uuid.NewString()}}
+			Extra: map[string]any{"id": responseID(ctx)}}
 		ask := func(name, q string) {
 			resp.ToolCalls = append(resp.ToolCalls, replay.ToolCall{ID: "call-" + uuid.NewString(), Name: name,
 				Arguments: json.RawMessage(`{"q":` + fmt.Sprintf("%q", q) + `}`)})
