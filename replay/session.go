@@ -513,6 +513,9 @@ func (s *session) addLocked(ev *trace.Event, clean *trace.Event) string {
 		}
 	case clean != nil && cleanStrings(ev):
 		// Payloads served from the recording: its redactions carry over.
+		// (A recording's call whose input needed no redaction holds
+		// nothing to redact.)
+		vouched = s.plan == nil && len(clean.Redactions) == 0
 		if len(clean.Redactions) > 0 {
 			ev.Redactions = append([]string(nil), clean.Redactions...)
 			for _, p := range ev.Redactions {

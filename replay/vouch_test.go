@@ -40,8 +40,11 @@ func vouchAgent(ctx context.Context, _ trace.Value) (any, error) {
 	for i, q := range []string{"lisbon", "porto", "leak", "fail", "faro"} {
 		err := Node(ctx, "n"+q, func(ctx context.Context) error {
 			in := vouchIn{Q: q}
-			if i == 1 {
+			switch i {
+			case 1:
 				in.APIKey = "hunter2-secret"
+			case 4:
+				in.APIKey = trace.Redacted // already redacted: nothing to redact
 			}
 			out, err := search(ctx, in)
 			if err != nil {
@@ -83,6 +86,9 @@ func TestVouchAgreesWithComputation(t *testing.T) {
 		gotIn, gotOut := p.hashesOf(i)
 		require.Equal(t, [2]string{in, out}, [2]string{gotIn, gotOut}, "hashes of event %d (%s)", i, ev.Type)
 		require.Equal(t, clean, p.cleanAt(i), "clean of event %d (%s)", i, ev.Type)
+		if clean && len(ev.Redactions) == 0 && (ev.Type == trace.ToolCall || ev.Type == trace.ToolResult) {
+			require.True(t, p.vouch.isClean(i), "a clean %s (event %d) is vouched for", ev.Type, i)
+		}
 	}
 	require.Greater(t, vouched, len(res.Trace.Events)/2, "most events are vouched for")
 	require.Less(t, vouched, len(res.Trace.Events), "events that held secrets are not")
