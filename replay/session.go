@@ -229,6 +229,7 @@ type session struct {
 	// found nothing to redact in it and stamped its hashes, and sums the
 	// digest of each as it was added (vouch.go).
 	cleanBits, sums []uint64
+	digestBuf       []byte // scratch of the digests
 
 	lastEncoded atomic.Pointer[encodedValue] // the plain value the tail encoded last (memo.go)
 	state       map[string]trace.Value

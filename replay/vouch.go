@@ -46,18 +46,24 @@ var vouchSeed = maphash.MakeSeed()
 // protected fields, where a credential makes a redaction pass refuse the
 // event, which then is kept as it is whether it was taken for clean or not.
 func eventDigest(ev *trace.Event) uint64 {
+	var scratch [512]byte
+	sum, _ := appendDigest(scratch[:0], ev)
+	return sum
+}
+
+// appendDigest is eventDigest with buf as scratch, returned for reuse.
+func appendDigest(buf []byte, ev *trace.Event) (uint64, []byte) {
 	fields := [...]string{string(ev.Type), ev.InputHash, ev.OutputHash,
 		ev.Provider, ev.Model, ev.Name, ev.Key, ev.ErrorType, ev.Message,
 		ev.Input.Canonical(), ev.Output.Canonical(), ev.Before.Canonical(), ev.After.Canonical(), ev.Details.Canonical()}
-	var scratch [512]byte
-	b := scratch[:0]
+	b := buf[:0]
 	for _, f := range fields {
 		b = append(b, f...)
 	}
 	for _, f := range fields {
 		b = binary.LittleEndian.AppendUint32(b, uint32(len(f)))
 	}
-	return maphash.Bytes(vouchSeed, b)
+	return maphash.Bytes(vouchSeed, b), b
 }
 
 // vouchFor records what the recorder established about evs: sum[i] is
@@ -102,5 +108,7 @@ func (s *session) noteVouchLocked(ev *trace.Event, ok bool) {
 	if ok {
 		s.cleanBits[i/64] |= 1 << (i % 64)
 	}
-	s.sums = append(s.sums, eventDigest(ev))
+	var sum uint64
+	sum, s.digestBuf = appendDigest(s.digestBuf, ev)
+	s.sums = append(s.sums, sum)
 }
