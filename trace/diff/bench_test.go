@@ -167,3 +167,32 @@ func BenchmarkDiffPrepared(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDiffForkOfRepetitiveRun diffs a run of N behavior steps of one
+// repeated shape (pagedRun) with its fork whose model says "stop" half way,
+// as the base says on its last page, and checks that the fork's changed
+// answer is paired with the base's answer on the same page (one change
+// where the fork departs, the base's later pages removed), not with the
+// base's last answer.
+//
+//	go test ./trace/diff -run '^$' -bench BenchmarkDiffForkOfRepetitiveRun -benchmem -benchtime 5x -count 1
+func BenchmarkDiffForkOfRepetitiveRun(b *testing.B) {
+	for _, n := range []int{10_000, 100_000} {
+		stop := n / 2
+		page := stop / 2
+		base := pagedRun(b, stop)
+		variant := forkedAt(base, page, page)
+		b.Run(fmt.Sprintf("steps=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			var d *Result
+			for b.Loop() {
+				d = Runs(base, variant)
+			}
+			dv := d.Divergence
+			if dv == nil || dv.Kind != Changed || dv.Base.Index != 2*page+1 || dv.Variant.Index != 2*page+1 ||
+				d.Changed != 2 || d.Added != 0 || d.Removed != 2*(stop-page) {
+				b.Fatalf("divergence %v; changed=%d added=%d removed=%d", dv, d.Changed, d.Added, d.Removed)
+			}
+		})
+	}
+}

@@ -964,7 +964,53 @@ func alignNumbered(bs []trace.BehaviorStep, bn *stepNumbers, vs []trace.Behavior
 // alignIDs is the alignment of alignNumbered, given the numbers of the
 // base steps (bex) and of the variant steps (vex) by exact content, below
 // nids.
+//
+// What is known to be the same is aligned before the LCS of the rest. A
+// variant derived from the base (a fork: its served prefix holds the base's
+// events, with their ids) is the base up to where it departs, and the step
+// where it departs stands for the base's step at that position when both
+// are of one type and label (the call the fork changed): they are paired
+// there, as changed, and only what follows is left to the LCS. The LCS
+// alone would pair that step with any later base step equal to it — in a
+// long run of repeated shapes, a changed answer "stop" with the base's own
+// "stop" a thousand pages later, all between shown as removed. A node's
+// step holds how the node ended, so a differing node step is paired and the
+// departure looked for again inside it.
 func alignIDs(bs, vs []trace.BehaviorStep, bex, vex []int32, nids int32) []stepPair {
+	var out []stepPair
+	p, derived := 0, false
+	for {
+		for p < len(bs) && p < len(vs) && bex[p] == vex[p] {
+			derived = derived || bs[p].EventID != "" && bs[p].EventID == vs[p].EventID
+			out = append(out, stepPair{b: p, v: p, same: true})
+			p++
+		}
+		if !derived || p == len(bs) || p == len(vs) || bs[p].Type != vs[p].Type || bs[p].Label != vs[p].Label {
+			break
+		}
+		out = append(out, stepPair{b: p, v: p})
+		p++
+		if bs[p-1].Type != trace.StepNode {
+			break
+		}
+	}
+	if p == 0 {
+		return alignRest(bs, vs, bex, vex, nids)
+	}
+	for _, r := range alignRest(bs[p:], vs[p:], bex[p:], vex[p:], nids) {
+		if r.b >= 0 {
+			r.b += p
+		}
+		if r.v >= 0 {
+			r.v += p
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// alignRest is the alignment of alignIDs by LCS alone.
+func alignRest(bs, vs []trace.BehaviorStep, bex, vex []int32, nids int32) []stepPair {
 	type coarseKey struct {
 		t     trace.StepType
 		label string
