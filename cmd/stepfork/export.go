@@ -273,7 +273,28 @@ func generateGoTest(s goTestSpec) (src []byte, testName string, err error) {
 	if err != nil {
 		return nil, "", err
 	}
+	// The agent's declaration, where its source is at hand: a function
+	// that is no agent (a constructor) is refused here rather than left to
+	// fail to compile, a typed one is adapted, and a bare FUNC declared in
+	// a _test.go file gives the test that file's package.
+	srcDir := filepath.Dir(s.dest)
+	if importPath != "" {
+		srcDir = moduleDir(srcDir, importPath)
+	}
+	var decl agentDecl
+	if srcDir != "" {
+		var found bool
+		if decl, found, err = findAgent(srcDir, fn, importPath == ""); err != nil {
+			return nil, "", fmt.Errorf("--agent %s: %w", s.agent, err)
+		}
+		if !found || importPath != "" {
+			decl.pkg = ""
+		}
+	}
 	pkg := s.pkg
+	if pkg == "" {
+		pkg = decl.pkg
+	}
 	if pkg == "" {
 		from := s.packageFromDir
 		if from == nil {
@@ -304,7 +325,11 @@ func generateGoTest(s goTestSpec) (src []byte, testName string, err error) {
 	b.WriteString("//\n")
 	fmt.Fprintf(&b, "//\t%s\n\n", commentSafe(s.command))
 	fmt.Fprintf(&b, "package %s\n\n", pkg)
-	b.WriteString("import (\n\t\"testing\"\n\n\t\"github.com/stepfork/stepfork/sftest\"\n")
+	b.WriteString("import (\n\t\"testing\"\n\n")
+	if decl.typed {
+		b.WriteString("\t\"github.com/stepfork/stepfork/replay\"\n")
+	}
+	b.WriteString("\t\"github.com/stepfork/stepfork/sftest\"\n")
 	if importPath != "" {
 		alias, last := packageAlias(importPath)
 		if alias == last {
@@ -315,11 +340,15 @@ func generateGoTest(s goTestSpec) (src []byte, testName string, err error) {
 		call = alias + "." + fn
 	}
 	b.WriteString(")\n\n")
-	b.WriteString("// tracePath is the recorded run, relative to this package's directory\n")
-	b.WriteString("// (go test runs a package's tests in its directory).\n")
-	fmt.Fprintf(&b, "const tracePath = %s\n\n", strconv.Quote(rel))
+	if decl.typed {
+		call = "replay.Typed(" + call + ")"
+	}
+	// The path is the test's own, not a package-level name: tests exported
+	// from several bundles live side by side in one package.
 	fmt.Fprintf(&b, "func %s(t *testing.T) {\n", testName)
-	b.WriteString("\ttr := sftest.Load(t, tracePath)\n")
+	b.WriteString("\t// The recorded run, relative to this package's directory (go test\n")
+	b.WriteString("\t// runs a package's tests in its directory).\n")
+	fmt.Fprintf(&b, "\ttr := sftest.Load(t, %s)\n", strconv.Quote(rel))
 	fmt.Fprintf(&b, "\tsftest.Replay(t, tr, %s)\n", call)
 	b.WriteString("}\n")
 	out, err := format.Source(b.Bytes())

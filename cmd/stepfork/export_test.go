@@ -7,6 +7,7 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -61,38 +62,40 @@ func TestExportGoTestGolden(t *testing.T) {
 }
 
 // checkGeneratedTest parses a generated test and checks that it holds
-// exactly one const (the trace path, equal to wantPath) and one test
-// function calling sftest.Load and sftest.Replay: nothing from the outside
-// became code.
+// exactly one test function, which loads the trace from wantPath, a string
+// literal, and replays it: nothing from the outside became code.
 func checkGeneratedTest(t *testing.T, src, wantPath string) {
 	t.Helper()
 	f, err := parser.ParseFile(token.NewFileSet(), "gen_test.go", src, parser.ParseComments)
 	if err != nil {
 		t.Fatalf("generated test does not parse: %v\n%s", err, src)
 	}
-	var consts, funcs int
+	var funcs int
 	for _, d := range f.Decls {
 		switch d := d.(type) {
 		case *ast.GenDecl:
-			if d.Tok == token.CONST {
-				consts++
-				lit := d.Specs[0].(*ast.ValueSpec).Values[0].(*ast.BasicLit)
-				got, err := strconv.Unquote(lit.Value)
-				if err != nil || got != wantPath {
-					t.Errorf("tracePath = %s (%v), want %q", lit.Value, err, wantPath)
-				}
+			if d.Tok != token.IMPORT {
+				t.Errorf("generated file declares a %s", d.Tok)
 			}
 		case *ast.FuncDecl:
 			funcs++
 			if len(d.Body.List) != 2 {
-				t.Errorf("test body has %d statements, want 2", len(d.Body.List))
+				t.Fatalf("test body has %d statements, want 2", len(d.Body.List))
+			}
+			load := d.Body.List[0].(*ast.AssignStmt).Rhs[0].(*ast.CallExpr)
+			lit, ok := load.Args[1].(*ast.BasicLit)
+			if !ok {
+				t.Fatalf("the trace path is not a literal:\n%s", src)
+			}
+			if got, err := strconv.Unquote(lit.Value); err != nil || got != wantPath {
+				t.Errorf("trace path = %s (%v), want %q", lit.Value, err, wantPath)
 			}
 		}
 	}
-	if consts != 1 || funcs != 1 || len(f.Decls) != 3 {
-		t.Errorf("generated file has %d decls (%d const, %d func), want import+const+func:\n%s", len(f.Decls), consts, funcs, src)
+	if funcs != 1 || len(f.Decls) != 2 {
+		t.Errorf("generated file has %d decls (%d func), want import+func:\n%s", len(f.Decls), funcs, src)
 	}
-	if !strings.Contains(src, "sftest.Load(t, tracePath)") || !strings.Contains(src, "sftest.Replay(t, tr, ") {
+	if !strings.Contains(src, "tr := sftest.Load(t, ") || !strings.Contains(src, "sftest.Replay(t, tr, ") {
 		t.Errorf("generated test does not load and replay:\n%s", src)
 	}
 }
@@ -130,6 +133,10 @@ func TestExportGoTestErrors(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dir, "adir_test.go"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	partial, err := filepath.Abs(vectors + "partial_run.sftrace") // fails strict validation
+	if err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		args   []string
 		code   int
@@ -142,6 +149,7 @@ func TestExportGoTestErrors(t *testing.T) {
 		{[]string{"export", "testdata/b.sftrace", "--go-test", "--agent", "Run"}, 2, "cannot tell the package of . for --agent Run; pass --package NAME"},
 		{[]string{"export", "testdata/b.sftrace", "--go-test", "--agent", "Run", "--package", "a-b"}, 2, `--package "a-b" is not a Go package name.`},
 		{[]string{"export", "nope.sftrace", "--go-test", "--agent", "Run", "--package", "p"}, 2, "Unable to read trace."},
+		{[]string{"export", partial, "--go-test", "--agent", "Run", "--package", "p"}, 2, "Trace failed validation.\n  run_start_count: Strict validation requires exactly one run_start; found 0.\n"},
 		{[]string{"export", "testdata/b.sftrace", "--go-test", "--agent", "Run", "--package", "p", "-o", "adir_test.go"}, 1, "Export failed: adir_test.go is a directory, not a file"},
 		{[]string{"export", "testdata/b.sftrace", "--otlp", "--agent", "Run"}, 2, "--agent and --package apply to --go-test only"},
 	}
@@ -274,5 +282,75 @@ func TestExportOTLPShape(t *testing.T) {
 	}
 	if names["invoke_agent"] != 1 || names["execute_tool"] == 0 || names["chat"] == 0 {
 		t.Errorf("span kinds %v: want one invoke_agent root and chat and execute_tool spans", names)
+	}
+}
+
+// TestExportGoTestCompiles: tests exported from two bundles into one
+// package compile side by side (a package-level tracePath was declared
+// twice), in the _test package that declares the agent when --agent names
+// a bare function (the default was the package under test, which cannot
+// see it), a typed agent adapted with replay.Typed; a constructor named as
+// the agent is refused with what to name instead, rather than written as
+// code that does not compile.
+func TestExportGoTestCompiles(t *testing.T) {
+	t.Parallel()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command")
+	}
+	repo, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	copyBundle(t, booking, filepath.Join(dir, "testdata", "first.sftrace"))
+	copyBundle(t, booking, filepath.Join(dir, "testdata", "second.sftrace"))
+	sum, err := os.ReadFile(filepath.Join(repo, "go.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		"go.mod":              "module example.com/app\n\ngo 1.26\n\nrequire github.com/stepfork/stepfork v0.0.0\n\nreplace github.com/stepfork/stepfork => " + strconv.Quote(repo) + "\n",
+		"go.sum":              string(sum),
+		"agent/agent.go":      "package agent\n\nimport \"context\"\n\nfunc New() func(context.Context, int) (int, error) { return nil }\n",
+		"agent/agent_test.go": "package agent_test\n\nimport \"context\"\n\nfunc Run(ctx context.Context, input map[string]any) (string, error) { return \"\", nil }\n",
+	}
+	for name, text := range files {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	agentDir := filepath.Join(dir, "agent")
+	for _, b := range []string{"first", "second"} {
+		if r := stepfork(t, agentDir, nil, "export", "../testdata/"+b+".sftrace", "--go-test", "--agent", "Run"); r.code != 0 {
+			t.Fatalf("export %s: exit %d: %s", b, r.code, r.stderr)
+		}
+	}
+	src, err := os.ReadFile(filepath.Join(agentDir, "first_regression_test.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"\npackage agent_test\n", `sftest.Load(t, "../testdata/first.sftrace")`, "sftest.Replay(t, tr, replay.Typed(Run))"} {
+		if !strings.Contains(string(src), want) {
+			t.Errorf("the generated test does not hold %q:\n%s", want, src)
+		}
+	}
+	vet := exec.Command(goBin, "vet", ".")
+	vet.Dir = agentDir
+	vet.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off")
+	if out, err := vet.CombinedOutput(); err != nil {
+		t.Errorf("the two generated tests do not compile together: %v\n%s", err, out)
+	}
+
+	// A constructor, here and in a package of the module.
+	for _, agent := range []string{"New", "example.com/app/agent.New"} {
+		r := stepfork(t, dir, nil, "export", "testdata/first.sftrace", "--go-test", "--agent", agent, "-o", "agent/new_test.go")
+		want := "New (agent.go:5) is func() func(context.Context, int) (int, error), not an agent"
+		if r.code != exitInput || !strings.Contains(r.stderr, want) || !strings.Contains(r.stderr, "var agent = New(…)") {
+			t.Errorf("--agent %s: exit %d, stderr %q; want exit 2 and %q", agent, r.code, r.stderr, want)
+		}
 	}
 }
