@@ -310,6 +310,14 @@ func DisplayPaths(base, variant string) Option {
 // step directly followed by an unmatched variant step is one substitution.
 // So an inserted call is one added step and the later steps stay unchanged.
 //
+// What is known to be the same is aligned before the LCS: a variant that
+// holds events of the base (their ids; a fork's served prefix) is the base
+// up to where it departs, and its step there is paired with the base's
+// step at that position when both have one type and label (the call the
+// fork changed), so that a changed answer in a long run of repeated shapes
+// is not matched with an equal answer of the base far later. Two runs that
+// share no event are aligned by the LCS alone.
+//
 // Work done concurrently is compared as a set: when both runs record lanes
 // ([trace.LanesFile]), every operation made on a goroutine other than its
 // scope's own (a call, a state write, a decision, a parameter, a node) is
