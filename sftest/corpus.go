@@ -339,7 +339,9 @@ type CorpusEntry struct {
 // bundles recorded by older code.
 //
 // Subtests run one after the other, so the result is complete when Corpus
-// returns.
+// returns. A corpus that takes longer than 5 seconds logs how many bundles
+// are done ("sftest.Corpus: 12 bundle(s) of 50 done (15s)"), at most
+// every 5 seconds, heals included.
 func Corpus(t *testing.T, pattern string, agent replay.Agent, opts ...CorpusOption) *CorpusResult {
 	t.Helper()
 	cfg, err := corpusOptions(opts)
@@ -380,6 +382,7 @@ func Corpus(t *testing.T, pattern string, agent replay.Agent, opts ...CorpusOpti
 			return res
 		}
 	}
+	prog := newProgress(t, "sftest.Corpus", fmt.Sprintf("bundle(s) of %d", len(mine)), len(mine))
 	for _, b := range mine {
 		e := CorpusEntry{Name: b.name, Path: b.path, Outcome: string(corpus.NotRun)}
 		var rec bundleRun
@@ -396,6 +399,7 @@ func Corpus(t *testing.T, pattern string, agent replay.Agent, opts ...CorpusOpti
 		r := entryRecord(t.Name(), e)
 		r.BaseStatus, r.Status = rec.baseStatus, rec.status
 		out.add(r)
+		prog.step()
 	}
 	out.flush(t)
 	t.Log(corpusSummary(t.Name(), res, sh))

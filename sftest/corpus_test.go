@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/uuid"
@@ -431,5 +432,40 @@ func TestSweepShards(t *testing.T) {
 	}
 	if !strings.Contains(want.Text(), "repaired") {
 		t.Errorf("no variant repaired the failed run:\n%s", want.Text())
+	}
+}
+
+// TestProgressOfSweepsAndCorpora: a sweep logs how many of its variants'
+// runs are done and a corpus how many of its bundles, at most once per
+// period (here every unit; the corpus's last is its summary). Not
+// parallel: it sets the period.
+func TestProgressOfSweepsAndCorpora(t *testing.T) {
+	var mu sync.Mutex
+	var lines []string
+	defer sftest.SetProgress(0, func(line string) { mu.Lock(); lines = append(lines, line); mu.Unlock() })()
+
+	sftest.Sweep(t, loadRefund(t), fork.Failure(), refund.Agent, []fork.Named{
+		{Name: "control"},
+		{Name: "approval", Changes: []fork.Change{fork.Prompt("decide", "Ask for approval above the limit.")}},
+	}, nil, fork.Memoize(), fork.Concurrency(1))
+	dir := t.TempDir()
+	writeCorpus(t, dir, 3)
+	sftest.Corpus(t, dir, corpusAgent(""))
+
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{
+		"sftest.Sweep: 1 run(s) of 2 variant(s) done",
+		"sftest.Sweep: 2 run(s) of 2 variant(s) done",
+		"sftest.Corpus: 1 bundle(s) of 3 done",
+		"sftest.Corpus: 2 bundle(s) of 3 done",
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("logged %q, want lines starting %q", lines, want)
+	}
+	for i, l := range lines {
+		if !strings.HasPrefix(l, want[i]+" (") {
+			t.Errorf("line %d = %q, want %q (elapsed)", i, l, want[i])
+		}
 	}
 }

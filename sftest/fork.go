@@ -57,6 +57,12 @@ func Fork(t testing.TB, base *trace.Trace, at fork.At, agent replay.Agent, opts 
 // instance for Golden); it fails the test at once when the sweep cannot
 // start. A failed subtest gets the page of its variant, a failed test the
 // page of the sweep, where ReportFlag says.
+//
+// While the variants run, Sweep logs how many runs are done
+// ("sftest.Sweep: 12 run(s) of 40 variant(s) done (15s)") once they have
+// taken 5 seconds, then at most every 5 seconds; it counts fork's
+// "variant finished" events, so a [fork.Logger] passed in opts takes the
+// place of that count.
 func Sweep(t *testing.T, base *trace.Trace, at fork.At, agent replay.Agent, variants []fork.Named, check func(t *testing.T, name string, v *fork.Variant), opts ...fork.EachOption) *fork.Sweep {
 	t.Helper()
 	if *exploreFlag != "" {
@@ -77,6 +83,10 @@ func Sweep(t *testing.T, base *trace.Trace, at fork.At, agent replay.Agent, vari
 		t.Logf("sftest.Sweep: shard %s runs %d of the %d variants", sh, len(mine), all)
 		variants = mine
 	}
+	// Progress through fork's "variant finished" events; a Logger of the
+	// caller's, given later, takes its place.
+	p := newProgress(t, "sftest.Sweep", fmt.Sprintf("run(s) of %d variant(s)", len(variants)), 0)
+	opts = append([]fork.EachOption{fork.Logger(p.forkLogger())}, opts...)
 	sw, err := fork.Each(t.Context(), base, at, agent, variants, opts...)
 	if err != nil {
 		t.Fatalf("sftest.Sweep: %v", err)
