@@ -681,3 +681,67 @@ func TestRecordHeals(t *testing.T) {
 		t.Fatalf("the healed trace does not replay frozen:\n%s", out)
 	}
 }
+
+// TestChildReadmeCorpus is README.md's corpus after a prompt edit: the
+// triage fixture's 30 bundles against the edited agent, the edit declared.
+func TestChildReadmeCorpus(t *testing.T) {
+	child(t)
+	f := newTriageFixture(t)
+	sftest.Corpus(t, f.dir, f.edited,
+		sftest.Intended(fork.Prompt("decide", newDecidePrompt)),
+		sftest.ForkOptions(fork.Allow("escalate")))
+}
+
+// TestReadmeCorpusOutput: the output README.md quotes under its corpus
+// test is what sftest.Corpus prints for the triage fixture after the
+// prompt edit (TestChildReadmeCorpus): each line README shows, but "…", is
+// a line of the summary, in order (the recording revision aside).
+func TestReadmeCorpusOutput(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(readme), "\n// corpus TestCorpus: ")
+	if !ok {
+		t.Fatal("README.md quotes no output of a corpus test (a line starting // corpus TestCorpus:)")
+	}
+	block, _, _ = strings.Cut("corpus TestCorpus: "+block, "\n```")
+	normalize := func(l string) string {
+		l = strings.TrimSpace(l)
+		if strings.HasPrefix(l, "recorded by") {
+			return "recorded by"
+		}
+		return l
+	}
+	var want []string
+	for _, l := range strings.Split(block, "\n") {
+		if l = normalize(strings.TrimPrefix(l, "//")); l != "" && l != "…" {
+			want = append(want, l)
+		}
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "-test.run=^TestChildReadmeCorpus$")
+	cmd.Env = append(os.Environ(), "SFTEST_CHILD=1", "TEST_TOTAL_SHARDS=", "TEST_SHARD_INDEX=", "TEST_SHARD_STATUS_FILE=")
+	out, _ := cmd.CombinedOutput() // it fails: ten bundles changed
+	_, summary, ok := strings.Cut(string(out), "corpus TestChildReadmeCorpus: ")
+	if !ok {
+		t.Fatalf("the child printed no corpus summary:\n%s", out)
+	}
+	var got []string
+	for _, l := range strings.Split("corpus TestCorpus: "+summary, "\n") {
+		got = append(got, normalize(l))
+	}
+	i := 0
+	for _, l := range got {
+		if i < len(want) && l == want[i] {
+			i++
+		}
+	}
+	if i < len(want) {
+		t.Errorf("README.md quotes the corpus output line %q, which the code does not print (in that order); it prints:\n%s", want[i], strings.Join(got, "\n"))
+	}
+}
