@@ -348,7 +348,7 @@ func TestTransportRecordsAndReplaysTheWireFormats(t *testing.T) {
 		},
 		{
 			name: "client timeout", provider: "openai", model: "slow",
-			call: httpCall{path: chat, clientTimeout: 100 * time.Millisecond, body: `{"model":"slow","messages":[]}`},
+			call: httpCall{path: chat, clientTimeout: time.Second, body: `{"model":"slow","messages":[]}`},
 			want: func(*testing.T) exchange { return exchange{Err: "timeout"} },
 			check: func(t *testing.T, errEv trace.Value) {
 				assert.Equal(t, `"Timeout"`, errEv.Canonical())
@@ -356,7 +356,7 @@ func TestTransportRecordsAndReplaysTheWireFormats(t *testing.T) {
 		},
 		{
 			name: "context deadline", provider: "anthropic", model: "slow",
-			call: httpCall{path: messages, ctxTimeout: 100 * time.Millisecond, body: `{"model":"slow","messages":[]}`},
+			call: httpCall{path: messages, ctxTimeout: time.Second, body: `{"model":"slow","messages":[]}`},
 			want: func(*testing.T) exchange { return exchange{Err: "timeout"} },
 			check: func(t *testing.T, errEv trace.Value) {
 				assert.Equal(t, `"Timeout"`, errEv.Canonical())
