@@ -708,7 +708,8 @@ func (s *session) noteCallLocked(ic *intercept, callID string, o Outcome, r *rec
 // appendCallLocked writes the tool_call or llm_request.
 // clean says the input needed no redaction.
 func (s *session) appendCallLocked(ic *intercept, input trace.Value, model string, r *rec, clean bool) string {
-	ev := trace.Event{ParentID: ic.parent, Input: input}
+	ev := s.newEventLocked()
+	ev.ParentID, ev.Input = ic.parent, input
 	if r != nil {
 		ev.ReplayPolicy = r.Call.ReplayPolicy
 	}
@@ -718,9 +719,9 @@ func (s *session) appendCallLocked(ic *intercept, input trace.Value, model strin
 		ev.Type, ev.Name = trace.ToolCall, ic.name
 	}
 	if clean {
-		return s.addLocked(&ev, &noRedactions)
+		return s.commitLocked(ev, &noRedactions)
 	}
-	return s.appendLocked(&ev)
+	return s.commitLocked(ev, nil)
 }
 
 // noRedactions stands for a payload that needed none.
@@ -736,13 +737,14 @@ func (s *session) appendServedLocked(ic *intercept, callID, model string, d deci
 	}
 	resCP, failCP := s.resultCPs(int32(r.event))
 	if ic.kind == KindTool {
-		res := trace.Event{Type: trace.ToolResult, ParentID: callID, Name: ic.name, Status: r.Status, Output: r.Output}
+		res := s.newEventLocked()
+		res.Type, res.ParentID, res.Name, res.Status, res.Output = trace.ToolResult, callID, ic.name, r.Status, r.Output
 		var resID string
 		if r.Result != nil {
 			res.DurationMS = r.Result.DurationMS
-			resID = s.addLocked(&res, r.Result)
+			resID = s.commitLocked(res, r.Result)
 		} else {
-			resID = s.appendLocked(&res)
+			resID = s.commitLocked(res, nil)
 		}
 		s.noteCPLocked(s.log.n-1, resCP)
 		if d.failure != nil && r.Failure != nil {

@@ -120,11 +120,10 @@ func (s *session) setLocked(sc *scope, gid uint64, key string, v trace.Value) {
 	} else {
 		s.state[key] = v
 	}
-	ev := trace.Event{Type: trace.StateChange, ParentID: sc.parent, Key: key, Before: before, After: after}
+	ev := s.newEventLocked() // built in place (see commitLocked)
+	ev.Type, ev.ParentID, ev.Key, ev.Before, ev.After = trace.StateChange, sc.parent, key, before, after
 	var paths []string
 	if trace.IsSensitiveKey(key) {
-		// (Field by field: the address of a field of ev would move ev, and
-		// so every state write, to the heap.)
 		hides := func(v trace.Value) bool {
 			return !v.IsNull() && !v.IsAbsent() && v.Canonical() != redactedValue.Canonical()
 		}
@@ -138,7 +137,7 @@ func (s *session) setLocked(sc *scope, gid uint64, key string, v trace.Value) {
 		}
 		ev.Redactions = paths
 	}
-	id := s.appendLocked(&ev)
+	id := s.commitLocked(ev, nil)
 	for _, p := range paths {
 		s.tr.Redactions = append(s.tr.Redactions, trace.RedactionEntry{EventID: id, Path: p, Reason: trace.ReasonSensitiveKey, Replacement: trace.Redacted})
 	}
@@ -437,7 +436,7 @@ func Now(ctx context.Context) time.Time {
 	}
 	var live time.Time
 	m := sc.s.marker(sc, KindNow, "", trace.Value{}, func() (trace.Value, error) {
-		live = time.Now().UTC().Truncate(time.Microsecond)
+		live = now()
 		return trace.StringValue(live.Format(time.RFC3339Nano)), nil
 	})
 	if !m.served {

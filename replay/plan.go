@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/stepfork/stepfork/internal/scopepath"
 	"github.com/stepfork/stepfork/trace"
@@ -388,7 +389,9 @@ func appendHash(dst []byte, v trace.Value) []byte {
 	if v.IsAbsent() {
 		return dst
 	}
-	sum := sha256.Sum256([]byte(v.Canonical()))
+	c := v.Canonical()
+	// The text itself, not a copy: Sum256 only reads it.
+	sum := sha256.Sum256(unsafe.Slice(unsafe.StringData(c), len(c)))
 	n := len(dst)
 	dst = append(dst, make([]byte, 2*sha256.Size)...)
 	hex.Encode(dst[n:], sum[:])

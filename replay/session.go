@@ -243,6 +243,7 @@ type session struct {
 	liveModels  map[string]bool
 	liveTools   map[string]bool
 	ids         ids
+	clock       clock
 	direct      Call           // the Call handed to the Director, reused (valid only during Direct)
 	obs         Observer       // from the run's context; set before the agent runs, never changed
 	minted      mintedIDs      // provider-minted ids bound during the run (Transport)
@@ -340,6 +341,7 @@ func newSession(cfg config, p *Prepared, agent string) *session {
 		state: map[string]trace.Value{},
 		occ:   map[occKey]int{},
 		ids:   newIDs(),
+		clock: newClock(),
 	}
 	if len(cfg.scrub) > 0 {
 		sc := append([]trace.Scrubber(nil), cfg.scrub...)
@@ -354,7 +356,7 @@ func newSession(cfg config, p *Prepared, agent string) *session {
 	s.tr = &trace.Trace{Manifest: trace.Manifest{
 		RunID:       runID,
 		AgentName:   agent,
-		CreatedAt:   now(),
+		CreatedAt:   s.clock.now(),
 		Status:      trace.RunRunning,
 		Environment: trace.Environment{OS: &goos, StepforkVersion: &version},
 	}}
@@ -397,7 +399,12 @@ const (
 	maxChunk   = 4096
 )
 
-func (l *chunks[T]) add(v *T) {
+func (l *chunks[T]) add(v *T) { *l.push() = *v }
+
+// push appends a zero element and returns it, to be filled in place: an
+// element built where it stays is not copied there (a trace.Event is 416
+// bytes). The pointer is valid until the next push.
+func (l *chunks[T]) push() *T {
 	if len(l.cur) == cap(l.cur) && len(l.full) == 0 && len(l.cur) < maxChunk/4 {
 		// A short run grows one slice (no assembly at the end); chunks
 		// start once it is long.
@@ -413,8 +420,9 @@ func (l *chunks[T]) add(v *T) {
 		}
 		l.cur = make([]T, 0, size)
 	}
-	l.cur = append(l.cur, *v)
+	l.cur = l.cur[:len(l.cur)+1]
 	l.n++
+	return &l.cur[len(l.cur)-1]
 }
 
 // last is the element added last.
@@ -442,13 +450,32 @@ func setOf(names []string) map[string]bool {
 	return m
 }
 
-func now() time.Time {
-	// time.Now().UTC().Truncate(time.Microsecond), without Truncate's
-	// general division: since 1970 whole microseconds since the epoch are
-	// whole microseconds since the zero time too.
-	ns := time.Now().UnixNano()
-	return time.Unix(0, ns-ns%int64(time.Microsecond)).UTC()
+// clock gives a session's time stamps: the wall time when the session
+// started plus the monotonic time elapsed since, in whole microseconds
+// (stepfork's resolution), in UTC. One monotonic reading per event instead
+// of time.Now's wall and monotonic readings; the stamps of a run never go
+// backwards, even when the wall clock is set back during it.
+type clock struct {
+	start time.Time // with its monotonic reading
+	wall  int64     // start in nanoseconds since the epoch
 }
+
+func newClock() clock {
+	t := time.Now()
+	return clock{start: t, wall: t.UnixNano()}
+}
+
+// now is the session's current time stamp.
+func (c *clock) now() time.Time { return stamp(c.wall + int64(time.Since(c.start))) }
+
+// now is time.Now().UTC().Truncate(time.Microsecond).
+func now() time.Time { return stamp(time.Now().UnixNano()) }
+
+// stamp is the time ns nanoseconds after the epoch in whole microseconds,
+// in UTC (Truncate without its general division: since 1970 whole
+// microseconds since the epoch are whole microseconds since the zero time
+// too).
+func stamp(ns int64) time.Time { return time.Unix(0, ns-ns%int64(time.Microsecond)).UTC() }
 
 func newRunID() string {
 	u := uuid.New()
@@ -491,9 +518,22 @@ func (s *session) appendLocked(ev *trace.Event) string { return s.addLocked(ev, 
 // redacted when clean is not nil: the redactions of the recorded event
 // clean stands for are carried over instead of redacting again.
 func (s *session) addLocked(ev *trace.Event, clean *trace.Event) string {
+	slot := s.newEventLocked()
+	*slot = *ev
+	return s.commitLocked(slot, clean)
+}
+
+// newEventLocked returns the session's next event, zero, for the caller to
+// fill in place and hand to commitLocked before any other event is added:
+// the hot paths of a replay build their events where they stay instead of
+// copying each into the trace.
+func (s *session) newEventLocked() *trace.Event { return s.log.push() }
+
+// commitLocked is addLocked for ev, the event newEventLocked returned last.
+func (s *session) commitLocked(ev *trace.Event, clean *trace.Event) string {
 	ev.RunID = s.tr.RunID
-	ev.Step = s.log.n
-	ev.Timestamp = now()
+	ev.Step = s.log.n - 1
+	ev.Timestamp = s.clock.now()
 	if ev.Status == "" {
 		ev.Status = trace.StatusOK
 	}
@@ -567,7 +607,6 @@ func (s *session) addLocked(ev *trace.Event, clean *trace.Event) string {
 	for i := range entries {
 		entries[i].EventID = ev.ID
 	}
-	s.log.add(ev)
 	if s.cps != nil {
 		s.cps = append(s.cps, -1)
 	}
