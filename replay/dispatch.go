@@ -655,12 +655,21 @@ func (s *session) dependency(ctx context.Context, sc *scope, ic *intercept, raw 
 // recorded call at the cursor, when that call holds nothing to redact, is
 // clean as it is: the common case of a replay, spared the redaction pass.
 // (Cleanness is a property of the text, so a cursor that moves before the
-// call is dispatched changes nothing.)
+// call is dispatched changes nothing.) Without scrubbers, where redacting
+// raw gives raw exactly when it finds nothing, the recorded input alone
+// decides it.
 func (s *session) cleanInput(raw trace.Value) trace.Value {
 	if s.plan != nil {
 		s.mu.Lock()
 		r := s.plan.at()
-		clean := r != nil && inputOf(r.Call) == raw && s.plan.cleanAt(r.event)
+		clean := false
+		if r != nil && inputOf(r.Call) == raw {
+			if len(s.scrubbers()) == 0 {
+				clean = s.plan.inputCleanAt(r)
+			} else {
+				clean = s.plan.cleanAt(r.event)
+			}
+		}
 		s.mu.Unlock()
 		if clean {
 			return raw

@@ -118,6 +118,9 @@ type Prepared struct {
 	// 0 not known yet, 1 clean, 2 not. A new event equal to a clean one
 	// needs no redaction pass.
 	cleanState []atomic.Uint32
+	// inputState[c] says the same of the input of call c alone (what a
+	// live input equal to it needs), with the same states.
+	inputState []atomic.Uint32
 
 	pathsOnce sync.Once
 	paths     []string // scope path inside each event (see pathOf)
@@ -196,6 +199,7 @@ func prepare(base *trace.Trace) *Prepared {
 	p.laned = lanes != nil
 	calls := base.Calls()
 	p.calls = make([]rec, 0, len(calls))
+	p.inputState = make([]atomic.Uint32, len(calls))
 	next := 0 // the next of calls
 	runStart := false
 	for i := range evs {
@@ -336,6 +340,33 @@ func (p *Prepared) cleanAt(i int) bool {
 	}
 	_, entries, err := trace.RedactEvent(p.base.Events[i])
 	clean := err == nil && len(entries) == 0
+	if clean {
+		st.Store(1)
+	} else {
+		st.Store(2)
+	}
+	return clean
+}
+
+// inputCleanAt reports whether the input of the recorded call r holds
+// nothing a redaction pass without scrubbers would change, computed once
+// per call: a call event that holds nothing to redact has a clean input,
+// and otherwise the input alone is scanned (not the ids, names and hashes
+// around it, which the event's pass reads too).
+func (p *Prepared) inputCleanAt(r *rec) bool {
+	st := &p.inputState[r.Position-1]
+	switch st.Load() {
+	case 1:
+		return true
+	case 2:
+		return false
+	}
+	if p.cleanState[r.event].Load() == 1 || p.vouched(r.event) {
+		st.Store(1)
+		return true
+	}
+	_, found := trace.RedactValue(inputOf(r.Call))
+	clean := len(found) == 0
 	if clean {
 		st.Store(1)
 	} else {
