@@ -1,0 +1,142 @@
+package replay
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/stepfork/stepfork/trace"
+)
+
+// echoCalls is an agent that re-issues the tool calls of base with their
+// recorded inputs, as the agent that recorded a loaded trace does.
+func echoCalls(base *trace.Trace) Agent {
+	var ins []trace.Event
+	for _, ev := range base.Events {
+		if ev.Type == trace.ToolCall {
+			ins = append(ins, ev)
+		}
+	}
+	return func(ctx context.Context, _ trace.Value) (any, error) {
+		var last trace.Value
+		for _, ev := range ins {
+			out, err := Tool(ev.Name, func(context.Context, trace.Value) (trace.Value, error) {
+				return trace.Value{}, fmt.Errorf("tool %s executed", ev.Name)
+			})(ctx, ev.Input)
+			if err != nil {
+				return nil, err
+			}
+			last = out
+		}
+		return last, nil
+	}
+}
+
+// TestCleanInputFastPathIsExact replays bases whose recorded inputs hold
+// what redaction changes, or what only looks like it, as a loaded trace
+// may (nothing vouched for): the replay that takes a live input equal to
+// the recorded one for clean when the recorded input alone holds nothing
+// to redact gives, event for event, what the replay that redacts every
+// live input gives.
+func TestCleanInputFastPathIsExact(t *testing.T) {
+	t.Parallel()
+	inputs := []struct {
+		name  string
+		input string
+		id    string // the call event's id, when not the recorded one
+	}{
+		{"clean", `{"q":"lisbon"}`, ""},
+		{"sensitive key", `{"password":"hunter2","q":"x"}`, ""},
+		{"already redacted", `{"api_key":"[REDACTED]","q":"x"}`, ""},
+		{"credential in a value", `{"q":"use sk-proj-abcdefghijklmnop0123456789 now"}`, ""},
+		{"credential in a key", `{"ghp_abcdefghijklmnopqrstuvwxyz0123456789":1}`, ""},
+		{"anchor without a secret", `{"max_tokens":512,"messages":[{"content":"the key to it","role":"user"}]}`, ""},
+		{"unicode escapes", `{"q":"caf\u00e9 \u0041\ud83d\ude80 p\u0061ssword"}`, ""},
+		{"escaped sensitive key", `{"p\u0061ssword":"hunter2"}`, ""},
+		{"huge numbers", `{"n":123456789012345678901234567890,"f":1e300}`, ""},
+		{"deep nesting", `{"a":{"b":[[{"c":{"token":"t0k3n-value"}}]]}}`, ""},
+		{"duplicate-looking keys", `{"Secret":"a","secret_":"b","sEcReT":"c"}`, ""},
+		{"credential in the id", `{"q":"lisbon"}`, "ghp_abcdefghijklmnopqrstuvwxyz0123456789"},
+	}
+	for _, tc := range inputs {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			res, err := Record(context.Background(), "clean", nil, func(ctx context.Context, _ trace.Value) (any, error) {
+				echo := Tool("echo", func(_ context.Context, in trace.Value) (trace.Value, error) {
+					return trace.MustParse(`{"ok":true}`), nil
+				})
+				for range 3 {
+					if _, err := echo(ctx, trace.MustParse(`{"q":"placeholder"}`)); err != nil {
+						return nil, err
+					}
+				}
+				return "done", nil
+			})
+			require.NoError(t, err)
+			// A base as a loaded trace is: its own events array, the
+			// second call's input (and hash) changed in it.
+			base := *res.Trace
+			base.Events = append([]trace.Event(nil), res.Trace.Events...)
+			n := 0
+			for i := range base.Events {
+				ev := &base.Events[i]
+				if ev.Type != trace.ToolCall {
+					continue
+				}
+				if n++; n == 2 {
+					ev.Input = trace.MustParse(tc.input)
+					ev.InputHash = trace.Hash(ev.Input)
+					if tc.id != "" {
+						old := ev.ID
+						ev.ID = tc.id
+						for j := range base.Events {
+							if base.Events[j].ParentID == old {
+								base.Events[j].ParentID = tc.id
+							}
+						}
+					}
+				}
+			}
+			agent := echoCalls(&base)
+			run := func(slow bool) (*Result, error) {
+				p := prepare(&base)
+				if slow {
+					for i := range p.inputState {
+						p.inputState[i].Store(2) // every live input redacted
+					}
+				}
+				return p.Replay(context.Background(), agent)
+			}
+			want, wantErr := run(true)
+			got, gotErr := run(false)
+			require.Equal(t, fmt.Sprint(wantErr), fmt.Sprint(gotErr))
+			require.Equal(t, normalized(want.Trace, base.Events), normalized(got.Trace, base.Events))
+			require.Equal(t, redactionPaths(want.Trace), redactionPaths(got.Trace))
+			require.Equal(t, want.Served, got.Served)
+		})
+	}
+}
+
+// TestInputCleanAtAgreesWithRedaction checks the per-call verdict against
+// its definition: clean exactly when redacting the recorded input finds
+// nothing, and implied by a clean call event.
+func TestInputCleanAtAgreesWithRedaction(t *testing.T) {
+	t.Parallel()
+	res, err := Record(context.Background(), "vouch", nil, vouchAgent)
+	require.NoError(t, err)
+	for _, evs := range [][]trace.Event{res.Trace.Events, append([]trace.Event(nil), res.Trace.Events...)} {
+		tr := *res.Trace
+		tr.Events = evs
+		p := prepare(&tr)
+		for i := range p.calls {
+			r := &p.calls[i]
+			_, found := trace.RedactValue(inputOf(r.Call))
+			require.Equal(t, len(found) == 0, p.inputCleanAt(r), "call %d", i)
+			if p.cleanAt(r.event) {
+				require.True(t, p.inputCleanAt(r), "call %d: a clean event has a clean input", i)
+			}
+		}
+	}
+}
