@@ -176,6 +176,14 @@ type eventDecoder struct {
 	digest    bool
 	mayRedact bool
 	http      [2]bool
+	// noScan makes every payload take the canonicalizer, never
+	// savedValue: tests compare the two.
+	noScan bool
+	// borrow makes the id, the parent id and the payload hashes of an
+	// event strings that share the bytes of its line instead of copies
+	// (unless they hold escapes): they are valid while the line is, which
+	// is all that ValidateBundle needs (decodeEvents).
+	borrow bool
 }
 
 // elidedPayload stands in for a payload that a hash-only decoder did not
@@ -326,6 +334,18 @@ func (d *eventDecoder) skip() error {
 	return err
 }
 
+// readBorrowed reads the string at the cursor, as a string that shares
+// the bytes of the line when it holds no escape.
+func (d *eventDecoder) readBorrowed() (string, error) {
+	c := &d.c
+	start := c.pos + 1
+	if c.plainString() {
+		return unsafe.String(unsafe.SliceData(c.in[start:]), c.pos-1-start), nil
+	}
+	b, err := d.readBytes()
+	return string(b), err
+}
+
 // readString reads the string at the cursor.
 func (d *eventDecoder) readString() (string, error) {
 	b, err := d.readBytes()
@@ -410,6 +430,13 @@ func (d *eventDecoder) str(f eventField, nullable bool) (string, error) {
 		}
 		return "", d.typeErr(f, "a string")
 	}
+	if d.borrow && (f == fID || f == fParentID || f == fInputHash || f == fOutputHash) {
+		s, err := d.readBorrowed()
+		if err == nil && s == "" {
+			err = fmt.Errorf("%w: %s must be a non-empty string", errInvalidEvent, fieldNames[f])
+		}
+		return s, err
+	}
 	b, err := d.readBytes()
 	if err != nil {
 		return "", err
@@ -483,31 +510,53 @@ func (d *eventDecoder) payloadOrSum(slot int) (Value, error) {
 	}
 	c := &d.c
 	start := c.pos
-	save := c.out
-	c.out = d.payloadBuf()
-	err := c.value()
-	d.buf, c.out = c.out, save
+	canon, saved, err := d.canonical()
 	if err != nil {
 		return Value{}, err
 	}
 	defer d.dropLarge()
-	d.sums[slot] = payloadSum{ok: true, sum: sha256.Sum256(d.buf)}
+	d.sums[slot] = payloadSum{ok: true, sum: sha256.Sum256(canon)}
 	if d.digest {
 		// In canonical form none of the characters of the credential
 		// anchors is escaped, and keys are written as they are.
-		d.mayRedact = d.mayRedact || mayHoldCredential(unsafe.String(unsafe.SliceData(d.buf), len(d.buf)))
+		d.mayRedact = d.mayRedact || mayHoldCredential(unsafe.String(unsafe.SliceData(canon), len(canon)))
 		// A payload whose behavior leaves some of it out: an HTTP response
 		// (its headers), a model's usage.
-		d.http[slot] = bytes.Contains(d.buf, []byte(`"headers":`)) || bytes.Contains(d.buf, []byte(`"usage`))
+		d.http[slot] = bytes.Contains(canon, []byte(`"headers":`)) || bytes.Contains(canon, []byte(`"usage`))
 	}
 	if d.track {
 		d.spans[slot] = [2]int{start, c.pos}
-		d.exact[slot] = d.fileForm(c.in[start:c.pos])
+		// What savedValue accepts is in file form by construction.
+		d.exact[slot] = saved || d.fileForm(c.in[start:c.pos])
 	}
 	if d.hashOnly {
 		return elidedPayload, nil
 	}
-	return Value{string(d.buf)}, nil
+	return Value{string(canon)}, nil
+}
+
+// canonical reads the JSON value at the cursor and returns its canonical
+// bytes, valid until the next value is read: the value's own bytes in the
+// line when it is in saved form (savedValue, saved true), else its
+// canonical form built in d.buf.
+func (d *eventDecoder) canonical() (canon []byte, saved bool, err error) {
+	c := &d.c
+	if !d.noScan {
+		if canon, built, ok := c.savedValue(d.buf[:0]); ok {
+			if built {
+				d.buf = canon // keep the buffer's capacity for the next value
+			}
+			return canon, true, nil
+		}
+	}
+	save := c.out
+	c.out = d.payloadBuf()
+	err = c.value()
+	d.buf, c.out = c.out, save
+	if err != nil {
+		return nil, false, err
+	}
+	return d.buf, false, nil
 }
 
 // elide decodes line number n into ev for digestCalls: with the payload
@@ -609,16 +658,12 @@ func mayHoldCredentialBytes(b []byte) bool {
 
 // payload reads any JSON value into its canonical form.
 func (d *eventDecoder) payload() (Value, error) {
-	c := &d.c
-	save := c.out
-	c.out = d.payloadBuf()
-	err := c.value()
-	d.buf, c.out = c.out, save
+	canon, _, err := d.canonical()
 	if err != nil {
 		return Value{}, err
 	}
 	defer d.dropLarge()
-	return Value{string(d.buf)}, nil
+	return Value{string(canon)}, nil
 }
 
 // largePayload is the size from which a payload's buffers are sized for it
@@ -668,10 +713,19 @@ func (d *eventDecoder) field(f eventField, ev *Event, evType *string) (err error
 			ev.Step = int(*p)
 		}
 	case fTimestamp:
-		var s string
-		if s, err = d.str(f, false); err == nil {
-			ev.Timestamp, err = parseTimestamp("timestamp", s)
+		if c.pos >= len(c.in) || c.in[c.pos] != '"' {
+			return d.typeErr(f, "a string")
 		}
+		var b []byte
+		if b, err = d.readBytes(); err != nil {
+			return err
+		}
+		if len(b) == 0 {
+			return fmt.Errorf("%w: %s must be a non-empty string", errInvalidEvent, fieldNames[f])
+		}
+		// Parsed from the line's bytes without a copy: neither the time
+		// nor the error keeps them.
+		ev.Timestamp, err = parseTimestamp("timestamp", unsafe.String(unsafe.SliceData(b), len(b)))
 	case fDuration:
 		ev.DurationMS, err = d.intLit(f, true)
 	case fStatus:

@@ -605,10 +605,10 @@ func (r *Reader) eventsOnWorkers(yield func(*Event, error) bool) {
 		wg.Wait()
 		r.cur, r.curEv, r.curSaved = nil, nil, false
 	}()
-	name, hashOnly, track, skip, digest := r.lines.name, r.dec.hashOnly, r.dec.track, r.skip, r.dec.digest
+	name, hashOnly, track, skip, digest, borrow := r.lines.name, r.dec.hashOnly, r.dec.track, r.skip, r.dec.digest, r.dec.borrow
 	for range r.workers {
 		wg.Go(func() {
-			d := eventDecoder{hashOnly: hashOnly, track: track, digest: digest}
+			d := eventDecoder{hashOnly: hashOnly, track: track, digest: digest, borrow: borrow}
 			var full *eventDecoder
 			if digest {
 				full = new(eventDecoder)

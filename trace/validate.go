@@ -397,18 +397,21 @@ func ValidateBundle(ctx context.Context, path string, opts ...ValidateOption) *R
 
 // decodeEvents reads every event of r in file order and passes it, with the
 // digests of its payloads when hashOnly (zero otherwise), to yield until
-// yield returns false. It returns the first error in file order. With more
+// yield returns false. The event's id, parent id and payload hashes are
+// borrowed from its line (eventDecoder.borrow): yield must copy what it
+// keeps of them. It returns the first error in file order. With more
 // than one worker the Reader decodes batches of lines on that many
 // goroutines (as with Workers), one of which cuts the lines and hashes
 // events.jsonl; memory stays bounded by the batches in flight.
 func decodeEvents(r *Reader, hashOnly bool, workers int, yield func(*Event, *payloadSums) bool) error {
-	r.dec.hashOnly = hashOnly
+	r.dec.hashOnly, r.dec.borrow = hashOnly, true
 	r.workers = workers
+	var sums payloadSums
 	for ev, err := range r.Events() {
 		if err != nil {
 			return err
 		}
-		sums := r.payloadSums()
+		sums = r.payloadSums()
 		if !yield(ev, &sums) {
 			return nil
 		}
@@ -548,6 +551,11 @@ type idInfo struct {
 // string the decoder allocated for it (which is released with its event).
 type idArena struct{ chunk []byte }
 
+// keepString is keep of a string.
+func (a *idArena) keepString(id string) string {
+	return a.keep(unsafe.Slice(unsafe.StringData(id), len(id)))
+}
+
 // keep returns a copy of id in the arena. The bytes of a chunk are never
 // written again once given out.
 func (a *idArena) keep(id []byte) string {
@@ -571,7 +579,9 @@ func (a *idArena) keep(id []byte) string {
 // key and two ids have the same key only if they are equal.
 func idKey(buf []byte, id string) []byte {
 	h := len(id)
-	for h > 0 && (id[h-1] >= '0' && id[h-1] <= '9' || id[h-1] >= 'a' && id[h-1] <= 'f') {
+	// A table rather than comparisons: random hex digits make the
+	// branches of "0-9 or a-f" unpredictable.
+	for h > 0 && lowerHex[id[h-1]] < 16 {
 		h--
 	}
 	if (len(id)-h)%2 == 1 {
@@ -581,19 +591,29 @@ func idKey(buf []byte, id string) []byte {
 		return append(append(buf, 0), id...)
 	}
 	buf = append(append(buf, 1, byte(h)), id[:h]...)
+	n := len(buf)
+	buf = slices.Grow(buf, (len(id)-h)/2)[:n+(len(id)-h)/2]
 	for i := h; i < len(id); i += 2 {
-		buf = append(buf, hexNibble(id[i])<<4|hexNibble(id[i+1]))
+		buf[n] = lowerHex[id[i]]<<4 | lowerHex[id[i+1]]
+		n++
 	}
 	return buf
 }
 
-// hexNibble is the value of a lowercase hex digit.
-func hexNibble(c byte) byte {
-	if c <= '9' {
-		return c - '0'
+// lowerHex holds the value of each lowercase hex digit, and 0xff for
+// every other byte.
+var lowerHex = func() (t [256]byte) {
+	for i := range t {
+		t[i] = 0xff
 	}
-	return c - 'a' + 10
-}
+	for i := range 10 {
+		t['0'+i] = byte(i)
+	}
+	for i := range 6 {
+		t['a'+i] = byte(10 + i)
+	}
+	return t
+}()
 
 // openCall is a tool_call still waiting for its tool_result.
 type openCall struct {
@@ -684,12 +704,15 @@ func (v *validator) extra(index int, is Issue) {
 	v.issue(phaseExtra, index, is)
 }
 
+// add checks ev, the next event. The strings of ev may be borrowed from
+// the line it was decoded from (eventDecoder.borrow): add copies what it
+// keeps.
 func (v *validator) add(ev *Event, sums *payloadSums) {
 	i := v.n
 	v.n++
 	step := ev.Step
 	at := func(code, msg string) {
-		v.issue(phaseEvent, i, Issue{Code: code, Message: msg, EventID: ev.ID, Step: intp(step)})
+		v.issue(phaseEvent, i, Issue{Code: code, Message: msg, EventID: strings.Clone(ev.ID), Step: intp(step)})
 	}
 	// stepfork's structural checks.
 	v.key = idKey(v.key[:0], ev.ID)
@@ -710,7 +733,7 @@ func (v *validator) add(ev *Event, sums *payloadSums) {
 		v.pkey = idKey(v.pkey[:0], ev.ParentID)
 		parent, parentKnown = v.ids[string(v.pkey)]
 		if !parentKnown {
-			v.pending = append(v.pending, pendingParent{i, step, ev.ID, ev.ParentID})
+			v.pending = append(v.pending, pendingParent{i, step, v.idBytes.keepString(ev.ID), v.idBytes.keepString(ev.ParentID)})
 		}
 	}
 	if !dup {
@@ -730,13 +753,14 @@ func (v *validator) add(ev *Event, sums *payloadSums) {
 		v.llmCalls++
 	case ToolCall:
 		v.toolCalls++
-		v.open[ev.ID] = openCall{i, step, ev.Name}
-		v.lastCallByName[ev.Name] = ev.ID
+		id := v.idBytes.keepString(ev.ID)
+		v.open[id] = openCall{i, step, ev.Name}
+		v.lastCallByName[ev.Name] = id
 	case ToolResult:
 		v.pairResult(ev, i, parent, parentKnown)
 	case RunEnd:
 		v.runEnds++
-		v.lastRunEnd, v.lastRunEndID, v.lastRunEndStep, v.lastRunStatus = i, ev.ID, step, ev.RunStatus
+		v.lastRunEnd, v.lastRunEndID, v.lastRunEndStep, v.lastRunStatus = i, strings.Clone(ev.ID), step, ev.RunStatus
 	}
 	if v.lastRunEnd >= 0 && ev.Type != RunEnd {
 		v.eventsAfterRunEnd++
@@ -754,7 +778,7 @@ func (v *validator) add(ev *Event, sums *payloadSums) {
 func (v *validator) pairResult(ev *Event, i int, parent idInfo, parentKnown bool) {
 	step := ev.Step
 	warn := func(code, msg string) {
-		v.extra(i, Issue{Code: code, Message: msg, Location: EventsFile, EventID: ev.ID, Step: intp(step)})
+		v.extra(i, Issue{Code: code, Message: msg, Location: EventsFile, EventID: strings.Clone(ev.ID), Step: intp(step)})
 	}
 	callID := ""
 	switch {
@@ -790,7 +814,7 @@ func (v *validator) checkHash(ev *Event, i int, field, stored string, want *payl
 	default:
 		return
 	}
-	v.issue(phaseHashes, i, Issue{Code: code, Message: msg, Location: EventsFile + ":" + field, EventID: ev.ID, Step: intp(ev.Step)})
+	v.issue(phaseHashes, i, Issue{Code: code, Message: msg, Location: EventsFile + ":" + field, EventID: strings.Clone(ev.ID), Step: intp(ev.Step)})
 }
 
 // finish runs the checks that need the whole trace and returns the issues

@@ -930,7 +930,7 @@ func TestDecodeEventsWorkers(t *testing.T) {
 				defer r.Close()
 				var res result
 				err = decodeEvents(r, true, workers, func(ev *Event, sums *payloadSums) bool {
-					res.IDs = append(res.IDs, ev.ID)
+					res.IDs = append(res.IDs, strings.Clone(ev.ID)) // borrowed from the line
 					if sums.out.ok {
 						res.Hashes++
 					}
