@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -262,4 +263,48 @@ func vectorLinesT(t *testing.T) [][]byte {
 		t.Fatalf("only %d lines", len(lines))
 	}
 	return lines
+}
+
+// TestElideKeepsWholeEvents checks that an event that elide keeps whole
+// (nothing of it can be left out) is exactly what a full decoding gives,
+// whether its payloads were kept on the way or the line is decoded again:
+// the shared vectors and hand-made lines, with usage, a credential, a
+// sensitive key, an escaped hash and keys out of the saved order.
+func TestElideKeepsWholeEvents(t *testing.T) {
+	t.Parallel()
+	lines := vectorLinesT(t)
+	const head = `{"id":"evt_1","run_id":"run_1","parent_id":null,"step":1,"timestamp":"2026-11-30T07:20:15.775188Z","duration_ms":null,"status":"ok","replay_policy":"frozen",`
+	h := `"` + strings.Repeat("ab", 32) + `"`
+	for _, l := range []string{
+		head + `"type":"llm_response","input_hash":null,"output_hash":` + h + `,"redactions":[],"model":"m","output":{"text":"hi","usage":{"prompt_tokens":3}},"prompt_tokens":null,"completion_tokens":null,"total_tokens":null,"cost_usd":0.5}`,
+		head + `"type":"tool_call","input_hash":` + h + `,"output_hash":null,"redactions":[],"name":"t","input":{"note":"key sk-abcdefghijklmnop1234"}}`,
+		head + `"type":"tool_call","input_hash":` + h + `,"output_hash":null,"redactions":[],"name":"t","input":{"password":"x"}}`,
+		head + `"type":"tool_result","input_hash":null,"output_hash":"\u0061b","redactions":[],"name":"t","output":{"headers":{},"status":200}}`,
+		head + `"input_hash":null,"output_hash":` + h + `,"redactions":[],"name":"t","output":{"headers":{},"status":200},"type":"tool_result"}`,
+		head + `"type":"tool_result","input_hash":null,"output_hash":` + h + `,"redactions":[],"name":"t","output":{"b":1,"a":2}}`,
+		head + `"type":"run_end","input_hash":null,"output_hash":` + h + `,"redactions":[],"run_status":"completed","output":{"x":0.00001}}`,
+	} {
+		lines = append(lines, []byte(l))
+	}
+	d := eventDecoder{hashOnly: true, digest: true}
+	var full, ref eventDecoder
+	whole := 0
+	for n, line := range lines {
+		var got, want Event
+		sums, err := d.elide(line, n+1, "events.jsonl", &got, &full)
+		werr := ref.decodeLine(line, n+1, "events.jsonl", &want)
+		if (err == nil) != (werr == nil) {
+			t.Fatalf("line %d: elide error %v, full decoding %v", n+1, err, werr)
+		}
+		if err != nil || sums.in.ok || sums.out.ok {
+			continue
+		}
+		whole++
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("line %d: elide kept\n%+v\nfull decoding gives\n%+v", n+1, got, want)
+		}
+	}
+	if whole < 500 {
+		t.Fatalf("only %d events kept whole", whole)
+	}
 }

@@ -176,6 +176,14 @@ type eventDecoder struct {
 	digest    bool
 	mayRedact bool
 	http      [2]bool
+	// typ is the type of the event being decoded, once read; dropped
+	// says that a payload of it was left out (elidedPayload), and
+	// hashSpans where its payload hashes are in the line ({-1}: null,
+	// {-2}: escaped), for elide to keep an event whole without decoding
+	// it again.
+	typ       EventType
+	dropped   bool
+	hashSpans [2][2]int
 	// noScan makes every payload take the canonicalizer, never
 	// savedValue: tests compare the two.
 	noScan bool
@@ -200,6 +208,7 @@ func (d *eventDecoder) decode(line []byte, ev *Event) error {
 	d.sums = [2]payloadSum{}
 	d.spans, d.exact = [2][2]int{}, [2]bool{}
 	d.mayRedact, d.http = false, [2]bool{}
+	d.typ, d.dropped, d.hashSpans = "", false, [2][2]int{{-1}, {-1}}
 	c := &d.c
 	c.checkKeys, c.sensitive = d.track || d.digest, false
 	c.in, c.pos, c.depth = line, 0, 0
@@ -464,6 +473,20 @@ func (d *eventDecoder) hashStr(f eventField) (string, error) {
 	if c.pos >= len(c.in) || c.in[c.pos] != '"' {
 		return "", d.typeErr(f, "a string or null")
 	}
+	// Where the hash is in the line, for elide to keep it after all.
+	slot := 0
+	if f == fOutputHash {
+		slot = 1
+	}
+	start := c.pos + 1
+	if c.plainString() {
+		if c.pos-1 == start {
+			return "", fmt.Errorf("%w: %s must be a non-empty string", errInvalidEvent, fieldNames[f])
+		}
+		d.hashSpans[slot] = [2]int{start, c.pos - 1}
+		return "", nil
+	}
+	d.hashSpans[slot] = [2]int{-2} // escaped: elide decodes the line again
 	b, err := d.readBytes()
 	if err == nil && len(b) == 0 {
 		err = fmt.Errorf("%w: %s must be a non-empty string", errInvalidEvent, fieldNames[f])
@@ -529,10 +552,31 @@ func (d *eventDecoder) payloadOrSum(slot int) (Value, error) {
 		// What savedValue accepts is in file form by construction.
 		d.exact[slot] = saved || d.fileForm(c.in[start:c.pos])
 	}
-	if d.hashOnly {
+	if d.hashOnly && !(d.digest && !d.elidable(slot)) {
+		d.dropped = true
 		return elidedPayload, nil
 	}
 	return Value{string(canon)}, nil
+}
+
+// elidable reports whether elide may leave out the payload of the slot
+// (0: input side, 1: output side) of the event being decoded by a decoder
+// noting digests, as far as the line has been read: a payload that is not
+// is kept, so that an event elide keeps whole needs no second decoding.
+// What is read later can only make a payload not elidable.
+func (d *eventDecoder) elidable(slot int) bool {
+	if d.mayRedact || d.c.sensitive {
+		return false
+	}
+	switch d.typ {
+	case ToolCall:
+		return slot == 0
+	case LLMRequest:
+		return slot == 0 && !d.http[0]
+	case ToolResult, LLMResponse:
+		return slot == 1 && !d.http[1]
+	}
+	return false
 }
 
 // canonical reads the JSON value at the cursor and returns its canonical
@@ -588,7 +632,18 @@ func (d *eventDecoder) elide(line []byte, n int, name string, ev *Event, full *e
 		}
 	}
 	if !sums.in.ok && !sums.out.ok {
-		return sums, full.decodeLine(line, n, name, ev)
+		if d.dropped || d.hashSpans[0][0] == -2 || d.hashSpans[1][0] == -2 {
+			return sums, full.decodeLine(line, n, name, ev)
+		}
+		// Every payload was kept: the event is what full would decode,
+		// once its payload hashes are read from the line.
+		if sp := d.hashSpans[0]; sp[0] >= 0 {
+			ev.InputHash = string(line[sp[0]:sp[1]])
+		}
+		if sp := d.hashSpans[1]; sp[0] >= 0 {
+			ev.OutputHash = string(line[sp[0]:sp[1]])
+		}
+		return sums, nil
 	}
 	ev.Input, ev.Output = Value{}, Value{}
 	// The payload hashes the file records stand for the payloads left out;
@@ -704,6 +759,7 @@ func (d *eventDecoder) field(f eventField, ev *Event, evType *string) (err error
 		ev.ParentID, err = d.str(f, true)
 	case fType:
 		*evType, err = d.str(f, false)
+		d.typ = EventType(*evType)
 	case fStep:
 		var p *int64
 		if p, err = d.intLit(f, false); err == nil {
