@@ -267,6 +267,12 @@ func withoutUsage(v Value) Value {
 // dropUsage is withoutUsage's walk; it reports whether it left anything
 // out.
 func dropUsage(v Value) (Value, bool) {
+	// A value whose text has no `"usage` has no such member at any depth
+	// (in canonical form the keys are written as they are): most of a
+	// model's output is left unwalked.
+	if !strings.Contains(v.raw, `"usage`) {
+		return v, false
+	}
 	switch v.Kind() {
 	case Object:
 		var ms []Member
