@@ -273,8 +273,8 @@ func stepDigest(s *BehaviorStep) StepDigest {
 // callDigest returns the digest of a tool or llm step from the digests of
 // the canonical forms of its payload's input and output.
 func callDigest(t StepType, label string, in, out [sha256.Size]byte, status string) StepDigest {
-	b := make([]byte, 0, 2*sha256.Size+len(label)+len(status)+32)
-	b = appendDigestField(b, string(t))
+	var buf [256]byte // on the stack unless the label is long
+	b := appendDigestField(buf[:0], string(t))
 	b = appendDigestField(b, label)
 	b = append(b, in[:]...)
 	b = append(b, out[:]...)
