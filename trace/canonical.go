@@ -162,6 +162,7 @@ type canonicalizer struct {
 	// redaction redacts (IsSensitiveKey).
 	checkKeys, sensitive bool
 	runeBuf              [utf8.UTFMax]byte
+	floatMemo            floatMemo // savedValue's
 }
 
 // byteTable holds every byte value at its own index, so that a one-byte

@@ -29,7 +29,7 @@ import (
 // is not JSON. The two are checked against each other by tests and a fuzz
 // target (FuzzSavedValue).
 func (c *canonicalizer) savedValue(scratch []byte) (canon []byte, built, ok bool) {
-	s := savedScanner{in: c.in, pos: c.pos, depth: c.depth, checkKeys: c.checkKeys}
+	s := savedScanner{in: c.in, pos: c.pos, depth: c.depth, checkKeys: c.checkKeys, memo: &c.floatMemo}
 	start := c.pos
 	if !s.value() || s.high && !utf8.Valid(c.in[start:s.pos]) {
 		return nil, false, false
@@ -77,6 +77,17 @@ type savedScanner struct {
 	sensitive bool
 	nfix      int
 	fixes     [maxFloatFixes]floatFix
+	memo      *floatMemo
+}
+
+// floatMemo remembers savedScanner's verdict on the last float literal
+// that was not repr's own, which recorded runs repeat (0.00001 in every
+// model call): the verdict depends on the literal's bytes alone.
+type floatMemo struct {
+	lit     [24]byte
+	n       int // length of lit; 0: nothing remembered
+	verdict int // fileFloat's
+	f       float64
 }
 
 func (s *savedScanner) value() bool {
@@ -321,26 +332,62 @@ func (s *savedScanner) number() bool {
 	if reprLiteral(lit) {
 		return true // canonical, and without an exponent its own file form
 	}
-	// Anything else is in saved form only if it is the file form of the
-	// float's repr: repr itself when that has no "e-" (1e+16), Pydantic's
-	// otherwise (0.00001, 1e-7).
+	m := s.memo
+	if m.n != len(lit) || string(m.lit[:m.n]) != string(lit) {
+		m.n = 0
+		verdict, f := fileFloat(lit)
+		if len(lit) <= len(m.lit) {
+			m.n = copy(m.lit[:], lit)
+			m.verdict, m.f = verdict, f
+		}
+		return s.take(verdict, start, i, f)
+	}
+	return s.take(m.verdict, start, i, m.f)
+}
+
+// Verdicts of fileFloat.
+const (
+	floatRefused  = iota // not in saved form
+	floatAsIs            // in saved form, and repr's own (1e+16)
+	floatPydantic        // in saved form, in Pydantic's style (0.00001)
+)
+
+// take notes what fileFloat said of the float at [start, end).
+func (s *savedScanner) take(verdict, start, end int, f float64) bool {
+	switch verdict {
+	case floatAsIs:
+		return true
+	case floatPydantic:
+		if s.nfix == maxFloatFixes {
+			return false
+		}
+		s.fixes[s.nfix] = floatFix{start, end, f}
+		s.nfix++
+		return true
+	}
+	return false
+}
+
+// fileFloat says whether the float literal lit, which is not repr's own
+// form as reprLiteral knows it, is in saved form, and gives its value: it
+// is if it is the file form of the float's repr, which is repr itself when
+// that has no "e-" (1e+16), and Pydantic's form otherwise (0.00001, 1e-7).
+func fileFloat(lit []byte) (verdict int, f float64) {
 	f, err := strconv.ParseFloat(string(lit), 64)
 	if err != nil {
-		return false // out of range: the slow path reports it
+		return floatRefused, 0 // out of range: the slow path reports it
 	}
 	var buf [40]byte
 	repr := appendFloatRepr(buf[:0], f)
 	if !bytes.Contains(repr, []byte("e-")) {
-		return bytes.Equal(repr, lit)
+		if bytes.Equal(repr, lit) {
+			return floatAsIs, f
+		}
+		return floatRefused, 0
 	}
 	var pbuf [40]byte
-	if !bytes.Equal(appendFloatPydantic(pbuf[:0], f), lit) {
-		return false
+	if bytes.Equal(appendFloatPydantic(pbuf[:0], f), lit) {
+		return floatPydantic, f
 	}
-	if s.nfix == maxFloatFixes {
-		return false
-	}
-	s.fixes[s.nfix] = floatFix{start, i, f}
-	s.nfix++
-	return true
+	return floatRefused, 0
 }

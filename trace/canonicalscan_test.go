@@ -20,6 +20,11 @@ func checkSavedValue(t testing.TB, in []byte) bool {
 	t.Helper()
 	fast := canonicalizer{in: in, checkKeys: true}
 	canon, built, ok := fast.savedValue(nil)
+	// Again, with what the first scan remembered (its last float).
+	again := canonicalizer{in: in, checkKeys: true, floatMemo: fast.floatMemo}
+	if canon2, built2, ok2 := again.savedValue(nil); ok2 != ok || built2 != built || !bytes.Equal(canon2, canon) || again.pos != fast.pos {
+		t.Fatalf("savedValue(%q) a second time gives %q, %v, %v; the first time %q, %v, %v", in, canon2, built2, ok2, canon, built, ok)
+	}
 	if !ok {
 		if fast.pos != 0 || fast.sensitive {
 			t.Fatalf("savedValue(%q) refused it but moved the cursor to %d (sensitive %v)", in, fast.pos, fast.sensitive)
