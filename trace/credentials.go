@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // Credentials in free text: the patterns RedactString replaces.
@@ -175,40 +176,44 @@ func mayHoldCredential(s string) bool { return anchorMask(s) != 0 }
 // applied: stepfork's (sk-, ghp_, gho_, github_pat_; its Bearer patterns are
 // redactBearer) and the common ones of secret scanners' default rules
 // (gitleaks, GitHub secret scanning).
-var credentialPatterns = []credentialPattern{
-	{re: regexp.MustCompile(`sk-[A-Za-z0-9_-]{8,}`), glued: func(m string) bool { return keyShaped(m[len("sk-"):]) }, group: gSK},
-	{re: regexp.MustCompile(`(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9_]{8,}`), group: gGitHub},
-	{re: regexp.MustCompile(`github_pat_[A-Za-z0-9_]{8,}`), group: gGitHub},
-	// GitLab personal access tokens.
-	{re: regexp.MustCompile(`glpat-[A-Za-z0-9_-]{20,}`), group: gGitLab},
-	// npm access tokens.
-	{re: regexp.MustCompile(`npm_[A-Za-z0-9]{36}`), group: gNPM},
-	// AWS: a secret access key right after its access key id (as in a
-	// credentials file or CSV), then access key ids alone: long-term
-	// (AKIA), temporary (ASIA), and the other kinds' prefixes. An id is
-	// 20 characters: a longer run of capitals is not one.
-	{re: regexp.MustCompile(`(?:AKIA|ASIA)[A-Z0-9]{16}[\s,;:|"'=]{1,8}[A-Za-z0-9/+]{40}\b`), group: gAWS},
-	{re: regexp.MustCompile(`(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA)[A-Z0-9]{16}\b`), group: gAWS},
-	// Google API keys.
-	{re: regexp.MustCompile(`AIza[A-Za-z0-9_-]{35}`), group: gGoogle},
-	// Slack tokens (bot, user, app-level, refresh, configuration) and
-	// incoming webhooks.
-	{re: regexp.MustCompile(`xox[abeoprs]-[A-Za-z0-9-]{10,}`), group: gSlack},
-	{re: regexp.MustCompile(`xapp-[A-Za-z0-9-]{10,}`), group: gSlack},
-	{re: regexp.MustCompile(`hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/+-]{16,}`), group: gSlack},
-	// Stripe secret and restricted keys.
-	{re: regexp.MustCompile(`(?:sk|rk)_(?:live|test|prod)_[A-Za-z0-9]{10,}`), glued: func(m string) bool {
-		return keyShaped(m[4+strings.IndexByte(m[3:], '_'):]) // after sk_live_
-	}, group: gStripe},
-	// JSON Web Tokens: a header and a payload that are base64url JSON
-	// objects, and a signature (empty for an unsigned token).
-	{re: regexp.MustCompile(`eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*`), group: gJWT},
-	// PEM private keys, from the BEGIN line to the END line, or to the end
-	// of what looks like the key when the block is cut short.
-	{re: regexp.MustCompile(`-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----(?:` + pemBody + `*?-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----|` + pemCut + `*)`), group: gPEM},
-	// Hugging Face access tokens.
-	{re: regexp.MustCompile(`hf_[A-Za-z0-9]{30,}`), group: gHF},
-}
+var credentialPatterns = sync.OnceValue(func() []credentialPattern {
+	// Compiled on first use, not when the package is initialized: a
+	// process that never redacts (stepfork validate) does not pay for it.
+	return []credentialPattern{
+		{re: regexp.MustCompile(`sk-[A-Za-z0-9_-]{8,}`), glued: func(m string) bool { return keyShaped(m[len("sk-"):]) }, group: gSK},
+		{re: regexp.MustCompile(`(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9_]{8,}`), group: gGitHub},
+		{re: regexp.MustCompile(`github_pat_[A-Za-z0-9_]{8,}`), group: gGitHub},
+		// GitLab personal access tokens.
+		{re: regexp.MustCompile(`glpat-[A-Za-z0-9_-]{20,}`), group: gGitLab},
+		// npm access tokens.
+		{re: regexp.MustCompile(`npm_[A-Za-z0-9]{36}`), group: gNPM},
+		// AWS: a secret access key right after its access key id (as in a
+		// credentials file or CSV), then access key ids alone: long-term
+		// (AKIA), temporary (ASIA), and the other kinds' prefixes. An id is
+		// 20 characters: a longer run of capitals is not one.
+		{re: regexp.MustCompile(`(?:AKIA|ASIA)[A-Z0-9]{16}[\s,;:|"'=]{1,8}[A-Za-z0-9/+]{40}\b`), group: gAWS},
+		{re: regexp.MustCompile(`(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA)[A-Z0-9]{16}\b`), group: gAWS},
+		// Google API keys.
+		{re: regexp.MustCompile(`AIza[A-Za-z0-9_-]{35}`), group: gGoogle},
+		// Slack tokens (bot, user, app-level, refresh, configuration) and
+		// incoming webhooks.
+		{re: regexp.MustCompile(`xox[abeoprs]-[A-Za-z0-9-]{10,}`), group: gSlack},
+		{re: regexp.MustCompile(`xapp-[A-Za-z0-9-]{10,}`), group: gSlack},
+		{re: regexp.MustCompile(`hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/+-]{16,}`), group: gSlack},
+		// Stripe secret and restricted keys.
+		{re: regexp.MustCompile(`(?:sk|rk)_(?:live|test|prod)_[A-Za-z0-9]{10,}`), glued: func(m string) bool {
+			return keyShaped(m[4+strings.IndexByte(m[3:], '_'):]) // after sk_live_
+		}, group: gStripe},
+		// JSON Web Tokens: a header and a payload that are base64url JSON
+		// objects, and a signature (empty for an unsigned token).
+		{re: regexp.MustCompile(`eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*`), group: gJWT},
+		// PEM private keys, from the BEGIN line to the END line, or to the end
+		// of what looks like the key when the block is cut short.
+		{re: regexp.MustCompile(`-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----(?:` + pemBody + `*?-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----|` + pemCut + `*)`), group: gPEM},
+		// Hugging Face access tokens.
+		{re: regexp.MustCompile(`hf_[A-Za-z0-9]{30,}`), group: gHF},
+	}
+})
 
 // keyShaped is the test of a token glued to a word (its part after the
 // prefix): a known kind of key (sk-proj-…, sk-ant-…), or 20 characters or
@@ -316,8 +321,9 @@ func redactCredentials(s string) (string, bool) {
 	if mask&gBasic != 0 {
 		out = redactBasic(out)
 	}
-	for i := range credentialPatterns {
-		if p := &credentialPatterns[i]; mask&p.group != 0 {
+	patterns := credentialPatterns()
+	for i := range patterns {
+		if p := &patterns[i]; mask&p.group != 0 {
 			out = p.replace(out)
 		}
 	}
@@ -334,7 +340,7 @@ func redactCredentials(s string) (string, bool) {
 }
 
 // bearerPrefix is "Bearer" in any case and the white space after it.
-var bearerPrefix = regexp.MustCompile(`(?i)Bearer` + pySpace + `+`)
+var bearerPrefix = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?i)Bearer` + pySpace + `+`) })
 
 // redactBearer replaces the token after every "Bearer" (in any case) and
 // white space: a run of at least 8 of [A-Za-z0-9._~+/=-]. Python applies
@@ -347,7 +353,7 @@ var bearerPrefix = regexp.MustCompile(`(?i)Bearer` + pySpace + `+`)
 func redactBearer(s string) string {
 	var b strings.Builder
 	last := 0
-	for _, m := range bearerPrefix.FindAllStringIndex(s, -1) {
+	for _, m := range bearerPrefix().FindAllStringIndex(s, -1) {
 		start := m[1]
 		if start < last {
 			continue // inside a token already replaced
