@@ -140,3 +140,154 @@ func TestInputCleanAtAgreesWithRedaction(t *testing.T) {
 		}
 	}
 }
+
+// contentAgent writes state, clean and with secrets, in nodes, and calls a
+// tool.
+func contentAgent(ctx context.Context, _ trace.Value) (any, error) {
+	search := Tool("search", func(_ context.Context, in vouchIn) (vouchOut, error) { return vouchOut{Hits: len(in.Q)}, nil })
+	for _, q := range []string{"lisbon", "porto"} {
+		err := Node(ctx, "n"+q, func(ctx context.Context) error {
+			if _, err := search(ctx, vouchIn{Q: q}); err != nil {
+				return err
+			}
+			for _, kv := range [][2]string{{"plain", q}, {"password", "hunter2"}, {"note", "use sk-proj-abcdefghijklmnop0123456789"}} {
+				if err := Set(ctx, kv[0], kv[1]); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return "done", nil
+}
+
+// TestContentCleanFastPathIsExact replays bases (their own events arrays,
+// nothing vouched for) whose events hold credentials in their protected
+// fields (ids, run id, hashes, redactions list), where a pass over the
+// whole event refuses it: the replay that takes a new event equal to a
+// base event whose other fields hold nothing to redact for clean gives,
+// event for event, what the replay that redacts every new event gives.
+func TestContentCleanFastPathIsExact(t *testing.T) {
+	t.Parallel()
+	const cred = "ghp_abcdefghijklmnopqrstuvwxyz0123456789"
+	edits := []struct {
+		name string
+		edit func(evs []trace.Event)
+	}{
+		{"none", func([]trace.Event) {}},
+		{"id of a state write", func(evs []trace.Event) {
+			for i := range evs {
+				if evs[i].Type == trace.StateChange && evs[i].Key == "plain" {
+					evs[i].ID = cred
+					return
+				}
+			}
+		}},
+		{"id of a node", func(evs []trace.Event) {
+			old := evs[1].ID
+			evs[1].ID = cred
+			for i := range evs {
+				if evs[i].ParentID == old {
+					evs[i].ParentID = cred
+				}
+			}
+		}},
+		{"run id", func(evs []trace.Event) {
+			for i := range evs {
+				evs[i].RunID = cred
+			}
+		}},
+		{"hash of a marker", func(evs []trace.Event) { evs[1].InputHash = cred }},
+		{"redactions list", func(evs []trace.Event) {
+			for i := range evs {
+				if evs[i].Type == trace.StateChange && evs[i].Key == "password" {
+					evs[i].Redactions = append(evs[i].Redactions, "/after/"+cred)
+				}
+			}
+		}},
+		{"unredacted credential", func(evs []trace.Event) {
+			for i := range evs {
+				if evs[i].Type == trace.StateChange && evs[i].Key == "note" {
+					evs[i].After, evs[i].Redactions = trace.StringValue("use sk-proj-abcdefghijklmnop0123456789"), nil
+					return
+				}
+			}
+		}},
+		{"credential in a name", func(evs []trace.Event) {
+			for i := range evs {
+				if evs[i].Type == trace.ToolResult {
+					evs[i].Name = "search sk-proj-abcdefghijklmnop0123456789"
+					return
+				}
+			}
+		}},
+		{"unredacted secret", func(evs []trace.Event) {
+			for i := range evs {
+				if evs[i].Type == trace.StateChange && evs[i].Key == "password" {
+					evs[i].After, evs[i].Redactions = trace.StringValue("hunter2"), nil
+					return
+				}
+			}
+		}},
+	}
+	for _, tc := range edits {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			res, err := Record(context.Background(), "content", nil, contentAgent)
+			require.NoError(t, err)
+			base := *res.Trace
+			base.Events = append([]trace.Event(nil), res.Trace.Events...)
+			tc.edit(base.Events)
+			run := func(slow bool) (*Result, error) {
+				p := prepare(&base)
+				if slow {
+					for i := range p.contentState {
+						p.contentState[i].Store(2) // every new event redacted
+					}
+				}
+				return p.Replay(context.Background(), contentAgent)
+			}
+			want, wantErr := run(true)
+			got, gotErr := run(false)
+			require.Equal(t, fmt.Sprint(wantErr), fmt.Sprint(gotErr))
+			require.Equal(t, normalized(want.Trace, base.Events), normalized(got.Trace, base.Events))
+			require.Equal(t, redactionPaths(want.Trace), redactionPaths(got.Trace))
+		})
+	}
+}
+
+// TestContentCleanAtAgreesWithRedaction checks the per-event verdict
+// against its definition: a redaction pass over the event with its
+// protected fields cleared finds nothing; and a clean event is content
+// clean.
+func TestContentCleanAtAgreesWithRedaction(t *testing.T) {
+	t.Parallel()
+	for _, agent := range []Agent{vouchAgent, contentAgent} {
+		res, err := Record(context.Background(), "content", nil, agent)
+		require.NoError(t, err)
+		tr := *res.Trace
+		tr.Events = append([]trace.Event(nil), res.Trace.Events...)
+		tr.Events[2].ID = "ghp_abcdefghijklmnopqrstuvwxyz0123456789"
+		tr.Events[3].Message = "sk-proj-abcdefghijklmnop0123456789"
+		tr.Events[4].Output = trace.MustParse(`{"password":"hunter2"}`)
+		p := prepare(&tr)
+		dirty := 0
+		for i := range tr.Events {
+			ev := tr.Events[i]
+			ev.ID, ev.RunID, ev.ParentID, ev.InputHash, ev.OutputHash, ev.Redactions = "", "", "", "", "", nil
+			_, entries, err := trace.RedactEvent(ev)
+			require.NoError(t, err)
+			require.Equal(t, len(entries) == 0, p.contentCleanAt(i), "event %d (%s)", i, ev.Type)
+			if len(entries) > 0 {
+				dirty++
+			}
+			if p.cleanAt(i) {
+				require.True(t, p.contentCleanAt(i), "event %d: a clean event is content clean", i)
+			}
+		}
+		require.GreaterOrEqual(t, dirty, 2, "events with something to redact")
+	}
+}

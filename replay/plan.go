@@ -119,8 +119,11 @@ type Prepared struct {
 	// needs no redaction pass.
 	cleanState []atomic.Uint32
 	// inputState[c] says the same of the input of call c alone (what a
-	// live input equal to it needs), with the same states.
-	inputState []atomic.Uint32
+	// live input equal to it needs), and contentState[i] of the fields of
+	// event i that a redaction pass may change (what a new event equal to
+	// it needs), with the same states.
+	inputState   []atomic.Uint32
+	contentState []atomic.Uint32
 
 	pathsOnce sync.Once
 	paths     []string // scope path inside each event (see pathOf)
@@ -157,9 +160,10 @@ func prepare(base *trace.Trace) *Prepared {
 		hashes:    make([][2]string, n),
 		hashState: make([]atomic.Uint32, n),
 
-		cleanState: make([]atomic.Uint32, n),
-		memo:       newMemo(n),
-		vouch:      vouchOf(evs),
+		cleanState:   make([]atomic.Uint32, n),
+		contentState: make([]atomic.Uint32, n),
+		memo:         newMemo(n),
+		vouch:        vouchOf(evs),
 	}
 	for i := n - 1; i >= 0; i-- { // backwards: the first event with an id wins
 		p.index[evs[i].ID] = int32(i)
@@ -340,6 +344,44 @@ func (p *Prepared) cleanAt(i int) bool {
 	}
 	_, entries, err := trace.RedactEvent(p.base.Events[i])
 	clean := err == nil && len(entries) == 0
+	if clean {
+		st.Store(1)
+	} else {
+		st.Store(2)
+	}
+	return clean
+}
+
+// contentCleanAt reports whether the fields of base event i that a
+// redaction pass may change (its names, key, error and payloads) hold
+// nothing it would change, computed once per event. A new event equal to
+// it holds nothing to redact either: redacting it would keep it as it is,
+// whatever its ids, hashes and redactions list (the protected fields,
+// which a credential makes a redaction pass refuse, keeping the event as
+// it is too), so they are not scanned.
+func (p *Prepared) contentCleanAt(i int) bool {
+	if p.cleanState[i].Load() == 1 {
+		return true
+	}
+	st := &p.contentState[i]
+	switch st.Load() {
+	case 1:
+		return true
+	case 2:
+		return false
+	}
+	if p.vouched(i) {
+		return true
+	}
+	ev := &p.base.Events[i]
+	clean := cleanStrings(ev)
+	for _, v := range [...]trace.Value{ev.Input, ev.Output, ev.Before, ev.After, ev.Details} {
+		if !clean {
+			break
+		}
+		_, found := trace.RedactValue(v)
+		clean = len(found) == 0
+	}
 	if clean {
 		st.Store(1)
 	} else {

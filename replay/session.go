@@ -564,7 +564,7 @@ func (s *session) commitLocked(ev *trace.Event, clean *trace.Event) string {
 			}
 		}
 	case s.aligned && ev.Step < len(s.plan.base.Events) &&
-		sameEvent(&s.plan.base.Events[ev.Step], ev) && s.plan.cleanAt(ev.Step):
+		sameEvent(&s.plan.base.Events[ev.Step], ev) && s.plan.contentCleanAt(ev.Step):
 		// An event equal, as it is, to the base event at its place, where
 		// that one holds nothing to redact, holds nothing either: the
 		// common case of a replay, which then needs no redaction pass.
