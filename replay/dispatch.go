@@ -763,11 +763,14 @@ func (s *session) appendServedLocked(ic *intercept, callID, model string, d deci
 		}
 		return
 	}
-	if r.Result != nil {
-		res := r.Result.Clone()
-		s.addLocked(&trace.Event{Type: trace.LLMResponse, ParentID: callID, Model: res.Model, Status: res.Status,
-			Output: res.Output, DurationMS: res.DurationMS, PromptTokens: res.PromptTokens,
-			CompletionTokens: res.CompletionTokens, TotalTokens: res.TotalTokens, CostUSD: res.CostUSD}, r.Result)
+	if b := r.Result; b != nil {
+		// Built in place (see commitLocked), with copies of the recorded
+		// numbers: the new trace shares no pointer with the base.
+		ev := s.newEventLocked()
+		ev.Type, ev.ParentID, ev.Model, ev.Status, ev.Output = trace.LLMResponse, callID, b.Model, b.Status, b.Output
+		ev.DurationMS, ev.PromptTokens, ev.CompletionTokens = clonePtr(b.DurationMS), clonePtr(b.PromptTokens), clonePtr(b.CompletionTokens)
+		ev.TotalTokens, ev.CostUSD = clonePtr(b.TotalTokens), clonePtr(b.CostUSD)
+		s.commitLocked(ev, b)
 		s.noteCPLocked(s.log.n-1, resCP)
 		return
 	}
@@ -821,6 +824,15 @@ func (s *session) appendResultLocked(ic *intercept, callID, model string, st tra
 		}
 	}
 	s.appendLocked(&ev)
+}
+
+// clonePtr is a pointer to a copy of *p, nil for nil.
+func clonePtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
 }
 
 func nonZero(n int64) *int64 {

@@ -20,6 +20,14 @@ import (
 // the intermediate copies; anything that fails that way goes to
 // trace.ValueOf, so that errors read the same.
 func valueOf(x any) (trace.Value, error) {
+	if v, ok := x.(trace.Value); ok {
+		// What trace.ValueOf gives (its text, null when absent), without
+		// copying the text.
+		if v.IsAbsent() {
+			return trace.NullValue, nil
+		}
+		return v, nil
+	}
 	if viaJSON(x) {
 		e := encoders.Get().(*jsonEncoder)
 		e.buf.Reset()

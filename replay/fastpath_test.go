@@ -291,3 +291,17 @@ func TestContentCleanAtAgreesWithRedaction(t *testing.T) {
 		require.GreaterOrEqual(t, dirty, 2, "events with something to redact")
 	}
 }
+
+// TestValueOfValueIsTraceValueOf checks that a trace.Value handed to a
+// wrapper is recorded as trace.ValueOf records it (its text, null when
+// absent), though without a copy of the text.
+func TestValueOfValueIsTraceValueOf(t *testing.T) {
+	t.Parallel()
+	for _, v := range []trace.Value{{}, trace.NullValue, trace.MustParse(`{"a":[1,"\u00e9",{"b":null}]}`), trace.StringValue("x"), trace.MustParse(`123456789012345678901234567890`)} {
+		want, wantErr := trace.ValueOf(v)
+		got, err := valueOf(v)
+		require.Equal(t, wantErr, err)
+		require.Equal(t, want, got, "%#v", v)
+		require.Equal(t, want.Canonical(), got.Canonical())
+	}
+}
