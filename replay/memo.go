@@ -135,24 +135,30 @@ func (s *session) valueOf(x any) (trace.Value, error) {
 // decodeMemo decodes v into a T, memoized for plain types when the
 // session replays a Prepared.
 func decodeMemo[T any](s *session, v trace.Value) (T, error) {
-	var out T
-	if p, ok := any(&out).(*trace.Value); ok {
-		*p = v // what decoding canonical text into a Value gives
-		return out, nil
+	if _, ok := any((*T)(nil)).(*trace.Value); ok {
+		return any(v).(T), nil // what decoding canonical text into a Value gives
 	}
 	t := reflect.TypeFor[T]()
 	if s.plan == nil || s.plan.memo == nil || !plain(t) {
-		err := v.Decode(&out)
-		return out, err
+		return decodeInto[T](v)
 	}
 	mm := s.plan.memo
 	k := decodeKey{v.Canonical(), t}
 	if d, ok := mm.decoded.Load(k); ok {
 		return d.(T), nil
 	}
-	if err := v.Decode(&out); err != nil {
+	out, err := decodeInto[T](v)
+	if err != nil {
 		return out, err
 	}
 	mm.store(&mm.decoded, k, out)
 	return out, nil
+}
+
+// decodeInto decodes v into a new T. (Apart from decodeMemo, so that only
+// a decoding, not a value served from the memo, puts a T on the heap.)
+func decodeInto[T any](v trace.Value) (T, error) {
+	var out T
+	err := v.Decode(&out)
+	return out, err
 }
