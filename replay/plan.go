@@ -104,6 +104,7 @@ type Prepared struct {
 	models   map[string]bool
 	laned    bool // some call belongs to a concurrent group (lane ≥ 1)
 	reads    bool // the base records state reads (@read markers)
+	writes   int  // state writes of the base (not markers): a replay's state map is sized for them
 	// minted are the ids the base's model responses minted, by call event
 	// id (its trace.MintedFile; nil without one).
 	minted map[string][]trace.MintedID
@@ -235,6 +236,8 @@ func prepare(base *trace.Trace) *Prepared {
 			}
 			r.Status, r.Output, r.ErrorType, r.Message, r.Missing = c.Status, c.Output, c.ErrorType, c.Message, c.Missing()
 			p.addCall(r)
+		case ev.Type == trace.StateChange && !ev.IsMarker():
+			p.writes++
 		case ev.IsMarker():
 			m, _ := ev.Marker()
 			if m.Key == trace.MarkerNode && m.Phase != trace.PhaseEnter {

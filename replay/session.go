@@ -362,6 +362,11 @@ func newSession(cfg config, p *Prepared, agent string) *session {
 	}}
 	if p != nil {
 		s.plan = newPlan(p)
+		if p.writes > 0 {
+			// Sized for the base's writes (as many keys at most), so that
+			// the map does not grow through every size on the way.
+			s.state = make(map[string]trace.Value, min(p.writes, 1<<16))
+		}
 		s.log.cur = make([]trace.Event, 0, len(p.base.Events)+2)
 		s.calls.cur = make([]CallRecord, 0, len(p.calls))
 		s.aligned = true
