@@ -3,6 +3,7 @@ package fork
 import (
 	"sync"
 
+	"github.com/stepfork/stepfork/internal/sharedstart"
 	"github.com/stepfork/stepfork/internal/tracecache"
 	"github.com/stepfork/stepfork/replay"
 	"github.com/stepfork/stepfork/trace"
@@ -80,10 +81,12 @@ func (ix *index) prepared() (*replay.Prepared, error) {
 }
 
 // diffVariant compares a variant with the base run: diff.Runs(ix.tr,
-// variant), against the base side prepared once per index.
+// variant), against the base side prepared once per index. The base's
+// events are the index's (unchanged, as tracecache has them): the steps of
+// a served prefix are taken from the base rather than extracted again.
 func (ix *index) diffVariant(variant *trace.Trace) *diff.Result {
 	ix.diffOnce.Do(func() { ix.diffBase = diff.Prepare(ix.tr) })
-	return ix.diffBase.Diff(variant)
+	return sharedstart.Diff[*diff.Prepared, trace.Event, *trace.Trace, *diff.Result](ix.diffBase, ix.tr.Events, variant)
 }
 
 func callKey(kind replay.CallKind, label string) string { return string(kind) + "\x00" + label }

@@ -1,6 +1,8 @@
 package trace
 
 import (
+	"cmp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -145,14 +147,36 @@ func isMarkerStep(t StepType) bool {
 // nodes are given; withUsage keeps the usage of model outputs (stepfork's
 // extraction).
 func behaviorOf(evs []Event, calls []Call, nodes []Node, withUsage bool) []BehaviorStep {
-	steps := make([]BehaviorStep, 0, len(evs)/2+1)
+	steps, _ := behaviorFrom(evs, 0, 0, calls, nodes, withUsage, false)
+	return steps
+}
+
+// behaviorFrom returns the behavior steps of the events evs[from:] (their
+// calls and nodes those of all of evs, so a call is answered, and a node
+// ended, as in the whole run), numbered from index0: the steps of
+// behaviorOf that come from evs[from:], when index0 is the number of steps
+// before them. With events set it also returns, for each step, the index
+// of the event it comes from.
+func behaviorFrom(evs []Event, from, index0 int, calls []Call, nodes []Node, withUsage, events bool) ([]BehaviorStep, []int32) {
+	steps := make([]BehaviorStep, 0, (len(evs)-from)/2+1)
+	var at []int32 // with events: the event of each step
+	cur := from    // the event being read
+	if events {
+		at = make([]int32, 0, cap(steps))
+	}
 	add := func(ev *Event, t StepType, label string, payload Value) *BehaviorStep {
-		steps = append(steps, BehaviorStep{Index: len(steps), Type: t, Label: label, EventID: ev.ID, Step: ev.Step, ResultStep: ev.Step, Payload: payload})
+		steps = append(steps, BehaviorStep{Index: index0 + len(steps), Type: t, Label: label, EventID: ev.ID, Step: ev.Step, ResultStep: ev.Step, Payload: payload})
+		if events {
+			at = append(at, int32(cur))
+		}
 		return &steps[len(steps)-1]
 	}
-	nextCall, nextNode := 0, 0
-	for i := range evs {
+	// Calls are in event order, nodes in the order of their first marker.
+	nextCall, _ := slices.BinarySearchFunc(calls, from, func(c Call, i int) int { return cmp.Compare(c.Event, i) })
+	nextNode, _ := slices.BinarySearchFunc(nodes, from, func(n Node, i int) int { return cmp.Compare(n.first(), i) })
+	for i := from; i < len(evs); i++ {
 		ev := &evs[i]
+		cur = i
 		switch ev.Type {
 		case ToolCall, LLMRequest:
 			c := &calls[nextCall]
@@ -212,7 +236,15 @@ func behaviorOf(evs []Event, calls []Call, nodes []Node, withUsage bool) []Behav
 			add(ev, StepRun, "run", object2("output", sanitize(ev.Output), "run_status", StringValue(string(ev.RunStatus))))
 		}
 	}
-	return steps
+	return steps, at
+}
+
+// first is the index of the node's first marker.
+func (n *Node) first() int {
+	if n.Enter >= 0 {
+		return n.Enter
+	}
+	return n.Exit
 }
 
 // sanitize is the value stepfork compares: redacted, and null for a missing

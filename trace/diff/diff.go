@@ -8,6 +8,7 @@ import (
 
 	"github.com/stepfork/stepfork/internal/clip"
 	"github.com/stepfork/stepfork/internal/lcs"
+	"github.com/stepfork/stepfork/internal/sharedstart"
 	"github.com/stepfork/stepfork/trace"
 )
 
@@ -348,8 +349,12 @@ func DisplayPaths(base, variant string) Option {
 // an empty run.
 func Runs(base, variant *trace.Trace, opts ...Option) *Result {
 	db := Prepare(base, opts...)
+	var evs []trace.Event
+	if base != nil {
+		evs = base.Events
+	}
 	// The steps are this call's own: no need to copy them.
-	return db.diff(variant, db.steps)
+	return db.diff(variant, db.steps, evs)
 }
 
 // Prepared is the base side of [Runs], computed once by [Prepare]: the base
@@ -362,6 +367,7 @@ func Runs(base, variant *trace.Trace, opts ...Option) *Result {
 type Prepared struct {
 	cfg     config
 	steps   []trace.BehaviorStep   // the base's behavior steps; never modified
+	shared  *shared                // the base steps' calls, nodes and events (nil with AlignPosition)
 	numbers *stepNumbers           // the steps numbered for the LCS (nil with AlignPosition)
 	summary Summary                // the base's summary, its display path set
 	state   map[string]trace.Value // the base's final state; only read
@@ -389,8 +395,12 @@ func Prepare(base *trace.Trace, opts ...Option) *Prepared {
 	if db.cfg.pathsSet {
 		bp = db.cfg.basePath
 	}
-	db.steps = behavior(base, db.cfg.positional)
-	if !db.cfg.positional {
+	if db.cfg.positional {
+		db.steps = behavior(base, true)
+	} else {
+		sh := &shared{events: len(base.Events), calls: base.Calls(), nodes: base.Nodes()}
+		db.steps, sh.at = sharedstart.Steps[*trace.Trace, trace.BehaviorStep](base, 0, 0)
+		db.shared = sh
 		db.numbers = numberSteps(db.steps)
 		db.groups = groupsOf(base, db.steps)
 	}
@@ -406,12 +416,14 @@ func Prepare(base *trace.Trace, opts ...Option) *Prepared {
 func (db *Prepared) Diff(variant *trace.Trace) *Result {
 	// Payloads are immutable Values, so a shallow copy makes the steps the
 	// result's own.
-	return db.diff(variant, slices.Clone(db.steps))
+	return db.diff(variant, slices.Clone(db.steps), nil)
 }
 
 // diff compares variant with the prepared base, whose behavior steps are bs
-// (db.steps or a copy).
-func (db *Prepared) diff(variant *trace.Trace, bs []trace.BehaviorStep) *Result {
+// (db.steps or a copy). baseEvents, when not nil, are the events db was
+// prepared from, unchanged since: the steps of the variant's events that
+// are the same as those are bs's (see variantSteps).
+func (db *Prepared) diff(variant *trace.Trace, bs []trace.BehaviorStep, baseEvents []trace.Event) *Result {
 	cfg := &db.cfg
 	if variant == nil {
 		variant = &trace.Trace{}
@@ -421,7 +433,7 @@ func (db *Prepared) diff(variant *trace.Trace, bs []trace.BehaviorStep) *Result 
 		vp = cfg.varPath
 	}
 	d := &Result{Positional: cfg.positional}
-	vs := behavior(variant, cfg.positional)
+	vs, same := db.variantSteps(variant, baseEvents)
 	var vg *groups
 	if db.groups != nil {
 		vg = groupsOf(variant, vs)
@@ -441,7 +453,9 @@ func (db *Prepared) diff(variant *trace.Trace, bs []trace.BehaviorStep) *Result 
 	d.addSteps(pairs, bs, vs, func(b, v *trace.BehaviorStep, _, _ int) bool {
 		return b.Type == v.Type && b.Label == v.Label && b.Payload == v.Payload
 	})
-	d.State = stateDeltas(db.state, finalState(variant))
+	if !same { // the same events leave the same state
+		d.State = stateDeltas(db.state, finalState(variant))
+	}
 	d.TokensDelta = d.Variant.Tokens - d.Base.Tokens
 	d.CostDelta = d.Variant.CostUSD - d.Base.CostUSD
 	return d
