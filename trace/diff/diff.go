@@ -656,6 +656,9 @@ func compareSteps(b, v *trace.BehaviorStep) (fields []string, changes []Change) 
 		case y.IsAbsent():
 			changes = append(changes, Change{k, Removed, x, trace.Value{}})
 		default:
+			if changes == nil {
+				changes = make([]Change, 0, 4)
+			}
 			changes = collectFieldChanges(x, y, k, changes)
 		}
 	}
@@ -674,7 +677,8 @@ func collectFieldChanges(expected, actual trace.Value, p string, out []Change) [
 	ek, ak := expected.Kind(), actual.Kind()
 	switch {
 	case ek == trace.Object && ak == trace.Object:
-		em, am := members(expected), members(actual)
+		var eb, ab [8]trace.Member // most objects are small: no allocation
+		em, am := appendMembers(eb[:0], expected), appendMembers(ab[:0], actual)
 		i, j := 0, 0
 		for i < len(em) || j < len(am) {
 			switch {
@@ -764,8 +768,10 @@ func firstDifference(expected, actual trace.Value, p string) (string, trace.Valu
 	return p, expected, actual, true
 }
 
-func members(v trace.Value) []trace.Member {
-	var ms []trace.Member
+func members(v trace.Value) []trace.Member { return appendMembers(nil, v) }
+
+// appendMembers appends the members of v to ms.
+func appendMembers(ms []trace.Member, v trace.Value) []trace.Member {
 	for k, x := range v.Members() {
 		ms = append(ms, trace.Member{Key: k, Value: x})
 	}
