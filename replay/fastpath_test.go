@@ -103,8 +103,8 @@ func TestCleanInputFastPathIsExact(t *testing.T) {
 			run := func(slow bool) (*Result, error) {
 				p := prepare(&base)
 				if slow {
-					for i := range p.inputState {
-						p.inputState[i].Store(2) // every live input redacted
+					for i := range p.cleanState {
+						p.settle(i, callInput, false) // every live input redacted
 					}
 				}
 				return p.Replay(context.Background(), agent)
@@ -244,8 +244,8 @@ func TestContentCleanFastPathIsExact(t *testing.T) {
 			run := func(slow bool) (*Result, error) {
 				p := prepare(&base)
 				if slow {
-					for i := range p.contentState {
-						p.contentState[i].Store(2) // every new event redacted
+					for i := range p.cleanState {
+						p.settle(i, eventContent, false) // every new event redacted
 					}
 				}
 				return p.Replay(context.Background(), contentAgent)

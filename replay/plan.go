@@ -115,16 +115,12 @@ type Prepared struct {
 	hashes    [][2]string
 	hashState []atomic.Uint32
 
-	// cleanState[i] says whether base event i holds nothing to redact:
-	// 0 not known yet, 1 clean, 2 not. A new event equal to a clean one
-	// needs no redaction pass.
+	// cleanState[i] holds three verdicts on base event i, two bits each
+	// (verdict, settle): whether the whole event holds nothing to redact
+	// (cleanAt: a new event equal to a clean one needs no redaction
+	// pass), whether its redactable fields do (contentCleanAt), and, for a
+	// call, whether its input does (inputCleanAt).
 	cleanState []atomic.Uint32
-	// inputState[c] says the same of the input of call c alone (what a
-	// live input equal to it needs), and contentState[i] of the fields of
-	// event i that a redaction pass may change (what a new event equal to
-	// it needs), with the same states.
-	inputState   []atomic.Uint32
-	contentState []atomic.Uint32
 
 	pathsOnce sync.Once
 	paths     []string // scope path inside each event (see pathOf)
@@ -161,10 +157,9 @@ func prepare(base *trace.Trace) *Prepared {
 		hashes:    make([][2]string, n),
 		hashState: make([]atomic.Uint32, n),
 
-		cleanState:   make([]atomic.Uint32, n),
-		contentState: make([]atomic.Uint32, n),
-		memo:         newMemo(n),
-		vouch:        vouchOf(evs),
+		cleanState: make([]atomic.Uint32, n),
+		memo:       newMemo(n),
+		vouch:      vouchOf(evs),
 	}
 	for i := n - 1; i >= 0; i-- { // backwards: the first event with an id wins
 		p.index[evs[i].ID] = int32(i)
@@ -204,7 +199,6 @@ func prepare(base *trace.Trace) *Prepared {
 	p.laned = lanes != nil
 	calls := base.Calls()
 	p.calls = make([]rec, 0, len(calls))
-	p.inputState = make([]atomic.Uint32, len(calls))
 	next := 0 // the next of calls
 	runStart := false
 	for i := range evs {
@@ -331,28 +325,49 @@ func (p *Prepared) hashesOf(i int) (in, out string) {
 	return in, out
 }
 
+// The verdicts of cleanState, by their place in its word: 0 not known
+// yet, 1 clean, 2 not.
+const (
+	wholeEvent   = 0 // the whole event
+	eventContent = 2 // its names, key, error and payloads
+	callInput    = 4 // a call's input
+)
+
+// verdict is the verdict at place at on base event i, if known.
+func (p *Prepared) verdict(i, at int) (clean, known bool) {
+	switch p.cleanState[i].Load() >> at & 3 {
+	case 1:
+		return true, true
+	case 2:
+		return false, true
+	}
+	return false, false
+}
+
+// settle records the verdict at place at on base event i and returns it.
+// Verdicts are functions of the event, so sessions that compute one
+// concurrently record the same bits.
+func (p *Prepared) settle(i, at int, clean bool) bool {
+	v := uint32(2)
+	if clean {
+		v = 1
+	}
+	p.cleanState[i].Or(v << at)
+	return clean
+}
+
 // cleanAt reports whether base event i holds nothing a redaction pass would
 // change (what it holds is already "[REDACTED]", or was never a secret),
 // computed once per event.
 func (p *Prepared) cleanAt(i int) bool {
-	st := &p.cleanState[i]
-	switch st.Load() {
-	case 1:
-		return true
-	case 2:
-		return false
+	if clean, ok := p.verdict(i, wholeEvent); ok {
+		return clean
 	}
 	if p.vouched(i) {
 		return true
 	}
 	_, entries, err := trace.RedactEvent(p.base.Events[i])
-	clean := err == nil && len(entries) == 0
-	if clean {
-		st.Store(1)
-	} else {
-		st.Store(2)
-	}
-	return clean
+	return p.settle(i, wholeEvent, err == nil && len(entries) == 0)
 }
 
 // contentCleanAt reports whether the fields of base event i that a
@@ -363,15 +378,11 @@ func (p *Prepared) cleanAt(i int) bool {
 // which a credential makes a redaction pass refuse, keeping the event as
 // it is too), so they are not scanned.
 func (p *Prepared) contentCleanAt(i int) bool {
-	if p.cleanState[i].Load() == 1 {
+	if clean, ok := p.verdict(i, wholeEvent); ok && clean {
 		return true
 	}
-	st := &p.contentState[i]
-	switch st.Load() {
-	case 1:
-		return true
-	case 2:
-		return false
+	if clean, ok := p.verdict(i, eventContent); ok {
+		return clean
 	}
 	if p.vouched(i) {
 		return true
@@ -385,12 +396,7 @@ func (p *Prepared) contentCleanAt(i int) bool {
 		_, found := trace.RedactValue(v)
 		clean = len(found) == 0
 	}
-	if clean {
-		st.Store(1)
-	} else {
-		st.Store(2)
-	}
-	return clean
+	return p.settle(i, eventContent, clean)
 }
 
 // inputCleanAt reports whether the input of the recorded call r holds
@@ -399,25 +405,17 @@ func (p *Prepared) contentCleanAt(i int) bool {
 // and otherwise the input alone is scanned (not the ids, names and hashes
 // around it, which the event's pass reads too).
 func (p *Prepared) inputCleanAt(r *rec) bool {
-	st := &p.inputState[r.Position-1]
-	switch st.Load() {
-	case 1:
+	if clean, ok := p.verdict(r.event, wholeEvent); ok && clean {
 		return true
-	case 2:
-		return false
 	}
-	if p.cleanState[r.event].Load() == 1 || p.vouched(r.event) {
-		st.Store(1)
+	if clean, ok := p.verdict(r.event, callInput); ok {
+		return clean
+	}
+	if p.vouched(r.event) {
 		return true
 	}
 	_, found := trace.RedactValue(inputOf(r.Call))
-	clean := len(found) == 0
-	if clean {
-		st.Store(1)
-	} else {
-		st.Store(2)
-	}
-	return clean
+	return p.settle(r.event, callInput, len(found) == 0)
 }
 
 // vouched reports whether the recording that made the base's events
@@ -432,7 +430,7 @@ func (p *Prepared) vouched(i int) bool {
 		p.hashes[i] = [2]string{ev.InputHash, ev.OutputHash}
 		st.Store(2)
 	}
-	p.cleanState[i].Store(1)
+	p.settle(i, wholeEvent, true)
 	return true
 }
 
