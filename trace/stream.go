@@ -627,12 +627,19 @@ func (r *Reader) eventsOnWorkers(yield func(*Event, error) bool) {
 	wg.Go(func() {
 		defer close(work)
 		defer close(order)
+		// A batch's buffer is sized for what the previous batch held,
+		// so that the batches in flight do not each grow theirs line by
+		// line (five times their size allocated on the way).
+		size := 0
 		for {
 			var b *lineBatch
 			select {
 			case <-stop:
 				return
 			case b = <-free:
+			}
+			if cap(b.data) < size {
+				b.data = make([]byte, 0, size+size/8)
 			}
 			b.data, b.ends, b.offs, b.err = b.data[:0], b.ends[:0], b.offs[:0], nil
 			last := false
@@ -655,6 +662,7 @@ func (r *Reader) eventsOnWorkers(yield func(*Event, error) bool) {
 					b.offs = append(b.offs, r.lines.start)
 				}
 			}
+			size = max(size, min(len(b.data), 3<<20)) // within what is kept (4 MiB)
 			order <- b
 			work <- b
 			if last {
