@@ -1,6 +1,8 @@
 package fork
 
 import (
+	"cmp"
+	"slices"
 	"sync"
 
 	"github.com/stepfork/stepfork/internal/sharedstart"
@@ -32,7 +34,6 @@ type index struct {
 	nodes      map[string][]int32 // node name → enter markers, in order
 	nodeOrder  []string           // node names in order of first execution
 	enters     []int32            // every @node enter marker, in order
-	exit       map[int32]int32    // enter marker → exit marker (trace.Trace.Nodes)
 	answers    map[int32]int32    // result without a parent link → the call it answers (trace.Trace.Calls)
 	calls      map[string][]int32 // callKey(kind, label) and callKey(llm, model) → call events
 	callOrder  map[replay.CallKind][]string
@@ -107,7 +108,6 @@ func newIndex(tr *trace.Trace) *index {
 		occ:        make([]int32, n),
 		enter:      make([]bool, n),
 		nodes:      map[string][]int32{},
-		exit:       map[int32]int32{},
 		calls:      map[string][]int32{},
 		callOrder:  map[replay.CallKind][]string{},
 		decisions:  map[string][]int32{},
@@ -175,12 +175,14 @@ func newIndex(tr *trace.Trace) *index {
 			case trace.MarkerNode:
 				if m.Phase == trace.PhaseEnter {
 					ix.enter[i] = true
-					if len(ix.nodes[m.Name]) == 0 {
+					execs := ix.nodes[m.Name]
+					if len(execs) == 0 {
 						ix.nodeOrder = append(ix.nodeOrder, m.Name)
 					}
-					ix.nodes[m.Name] = append(ix.nodes[m.Name], int32(i))
+					execs = append(execs, int32(i))
+					ix.nodes[m.Name] = execs
 					ix.enters = append(ix.enters, int32(i))
-					ix.occ[i] = int32(len(ix.nodes[m.Name]))
+					ix.occ[i] = int32(len(execs))
 				}
 			case trace.MarkerDecision:
 				ix.decisions[m.Name] = append(ix.decisions[m.Name], int32(i))
@@ -198,7 +200,6 @@ func newIndex(tr *trace.Trace) *index {
 	}
 	for _, nd := range tr.Nodes() {
 		if nd.Enter >= 0 && nd.Exit >= 0 {
-			ix.exit[int32(nd.Enter)] = int32(nd.Exit)
 			ix.occ[nd.Exit] = ix.occ[nd.Enter]
 		}
 	}
@@ -231,6 +232,24 @@ func newIndex(tr *trace.Trace) *index {
 	}
 	ix.indexGroups()
 	return ix
+}
+
+// exitOf returns the exit marker of the node entered at e
+// (trace.Trace.Nodes, in the order of their first markers), and false when
+// that node never exited.
+func (ix *index) exitOf(e int32) (int32, bool) {
+	nodes := ix.tr.Nodes()
+	i, found := slices.BinarySearchFunc(nodes, int(e), func(nd trace.Node, e int) int {
+		first := nd.Enter
+		if first < 0 {
+			first = nd.Exit
+		}
+		return cmp.Compare(first, e)
+	})
+	if !found || nodes[i].Enter != int(e) || nodes[i].Exit < 0 {
+		return -1, false
+	}
+	return int32(nodes[i].Exit), true
 }
 
 // groupSpan is the stretch of events a part of a scope's concurrent group

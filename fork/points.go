@@ -213,7 +213,7 @@ func Failure() At {
 				if ix.node[e] != parent || ix.call[e] >= 0 {
 					continue
 				}
-				if x, ok := ix.exit[e]; ok && exitFailed(&evs[x]) {
+				if x, ok := ix.exitOf(e); ok && exitFailed(&evs[x]) {
 					found = e
 				}
 			}
@@ -309,7 +309,7 @@ func AfterNode(name string, occ int) At {
 		if err != nil {
 			return Resolved{}, err
 		}
-		x, ok := ix.exit[e]
+		x, ok := ix.exitOf(e)
 		if !ok {
 			return Resolved{}, pointErrf("node '%s' execution %d never finished in this run, so there is no point after it.", name, n)
 		}
