@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/stepfork/stepfork/internal/clip"
 	"github.com/stepfork/stepfork/internal/lcs"
@@ -366,9 +367,10 @@ func Runs(base, variant *trace.Trace, opts ...Option) *Result {
 // changing the base trace after Prepare does not change it.
 type Prepared struct {
 	cfg     config
-	steps   []trace.BehaviorStep   // the base's behavior steps; never modified
-	shared  *shared                // the base steps' calls, nodes and events (nil with AlignPosition)
-	numbers *stepNumbers           // the steps numbered for the LCS (nil with AlignPosition)
+	steps   []trace.BehaviorStep // the base's behavior steps; never modified
+	shared  *shared              // the base steps' calls, nodes and events (nil with AlignPosition)
+	numOnce sync.Once
+	numbers *stepNumbers           // the steps numbered for the LCS (numbered), on first use
 	summary Summary                // the base's summary, its display path set
 	state   map[string]trace.Value // the base's final state; only read
 	groups  *groups                // the base steps' concurrent groups (groupsOf); nil without lanes
@@ -401,12 +403,18 @@ func Prepare(base *trace.Trace, opts ...Option) *Prepared {
 		sh := &shared{events: len(base.Events), calls: base.Calls(), nodes: base.Nodes()}
 		db.steps, sh.at = sharedstart.Steps[*trace.Trace, trace.BehaviorStep](base, 0, 0)
 		db.shared = sh
-		db.numbers = numberSteps(db.steps)
 		db.groups = groupsOf(base, db.steps)
 	}
 	db.summary = summarize(base, pythonPath(bp), len(db.steps))
 	db.state = finalState(base)
 	return db
+}
+
+// numbered returns the base steps numbered for the LCS, numbering them on
+// first use (a variant whose every step is the base's needs no LCS).
+func (db *Prepared) numbered() *stepNumbers {
+	db.numOnce.Do(func() { db.numbers = numberSteps(db.steps) })
+	return db.numbers
 }
 
 // Diff compares the variant with the prepared base run. The result is equal,
@@ -448,7 +456,14 @@ func (db *Prepared) diff(variant *trace.Trace, bs []trace.BehaviorStep, baseEven
 	case vg != nil:
 		pairs = alignGroups(bs, db.groups, vs, vg)
 	default:
-		pairs = alignNumbered(bs, db.numbers, vs)
+		if same { // every step is the base's, at its place
+			pairs = make([]stepPair, len(vs))
+			for i := range pairs {
+				pairs[i] = stepPair{b: i, v: i, same: true}
+			}
+			break
+		}
+		pairs = alignNumbered(bs, db.numbered(), vs)
 	}
 	d.addSteps(pairs, bs, vs, func(b, v *trace.BehaviorStep, _, _ int) bool {
 		return b.Type == v.Type && b.Label == v.Label && b.Payload == v.Payload
