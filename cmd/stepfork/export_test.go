@@ -309,8 +309,21 @@ func TestExportGoTestCompiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The app requires every module stepfork's build list holds, as a tidy
+	// go.mod would: with GOPROXY=off the go command then reads no go.mod
+	// outside that list (a clean module cache, filled by this module's own
+	// build, holds none; go-isatty's go 1.15 go.mod would otherwise pull in
+	// the requirements of its requirements).
+	mod, err := os.ReadFile(filepath.Join(repo, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, requires, ok := strings.Cut(string(mod), "\nrequire")
+	if !ok {
+		t.Fatalf("%s/go.mod holds no require", repo)
+	}
 	files := map[string]string{
-		"go.mod":              "module example.com/app\n\ngo 1.26\n\nrequire github.com/stepfork/stepfork v0.0.0\n\nreplace github.com/stepfork/stepfork => " + strconv.Quote(repo) + "\n",
+		"go.mod":              "module example.com/app\n\ngo 1.26\n\nrequire github.com/stepfork/stepfork v0.0.0\n\nrequire" + requires + "\nreplace github.com/stepfork/stepfork => " + strconv.Quote(repo) + "\n",
 		"go.sum":              string(sum),
 		"agent/agent.go":      "package agent\n\nimport \"context\"\n\nfunc New() func(context.Context, int) (int, error) { return nil }\n",
 		"agent/agent_test.go": "package agent_test\n\nimport \"context\"\n\nfunc Run(ctx context.Context, input map[string]any) (string, error) { return \"\", nil }\n",
