@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"unsafe"
 )
 
 // Redacted is what a redacted value is replaced with.
@@ -152,131 +153,367 @@ func hasSensitiveAnchor(s string) bool {
 // credential patterns (see [Scrubber]); what they change is found with
 // [ReasonScrubber].
 func RedactValue(v Value, scrub ...Scrubber) (Value, []Finding) {
-	if v.IsAbsent() || len(scrub) == 0 && !mayNeedRedaction(v.raw) {
+	if v.IsAbsent() {
 		return v, nil
 	}
-	var fs []Finding
-	var path pointerPath
-	out := redactWalk(v, &path, &fs, scrub)
-	return out, fs
+	var w redactor
+	w.scrub = scrub
+	switch v.raw[0] {
+	case '"':
+		top := frame{raw: v.raw} // a top-level string passes the filter on its own text
+		out, _ := w.walkString(v.raw, &top)
+		return out, w.fs
+	case '[', '{':
+		out, _ := w.walk(v.raw, nil)
+		return out, w.fs
+	}
+	return v, nil // a number, a boolean or null: nothing to redact
 }
 
 var redactedValue = StringValue(Redacted)
 
-// pointerPath is the JSON Pointer of the value redactWalk is at, kept as
-// a stack of segments and spelled out (pointer) only for a finding: a walk
-// through a large value that finds nothing builds no path.
-type pointerPath []pathSegment
-
-type pathSegment struct {
-	key string // an object member's key, unescaped
-	idx int    // an array element's index, when arr
-	arr bool
+// A redactor is one descent of RedactValue through the canonical text of
+// a value: it reads every string and key once, decides there whether it
+// may change (its credential anchors, the key's sensitivity), and rebuilds
+// only the containers on the way to a change.
+//
+// Without scrubbers, a redaction pass used to walk a container only when
+// its text passed mayNeedRedaction (and every container around it did);
+// what it redacts is still decided so: when a string, a key or a
+// sensitive key may change, the filter of the containers around it is
+// computed, once per container (filterPasses). A value that holds none
+// costs no filter at all: a key such as max_tokens, which the filter's
+// anchors take for a possible sensitive key, no longer sends the walk
+// through the whole value again at every level.
+type redactor struct {
+	scrub []Scrubber
+	fs    []Finding
 }
 
-func (p pointerPath) pointer() string {
-	var b strings.Builder
-	for _, seg := range p {
-		b.WriteByte('/')
-		if seg.arr {
-			b.WriteString(strconv.Itoa(seg.idx))
-		} else {
-			b.WriteString(escapePointer(seg.key))
-		}
-	}
-	return b.String()
+// A frame is a container the descent is in (or a top-level string), on
+// the stack of the walk that reads it: its text, the verdict of
+// mayNeedRedaction on it once computed, and the member or element being
+// walked, a segment of the JSON Pointer of what is found there.
+type frame struct {
+	up      *frame
+	raw     string
+	verdict int8 // 0 not computed, 1 passes, -1 does not
+	seg     bool // key or idx is the segment of the value walked
+	arr     bool
+	idx     int
+	key     string
 }
 
-func redactWalk(v Value, path *pointerPath, fs *[]Finding, scrub []Scrubber) Value {
-	depth := len(*path)
-	switch v.Kind() {
-	case String:
-		s, _ := v.Str()
-		if r, reason := scrubString(s, scrub); reason != "" {
-			*fs = append(*fs, Finding{path.pointer(), reason})
-			return StringValue(r)
-		}
-		return v
-	case Array:
-		if len(scrub) == 0 && !mayNeedRedaction(v.raw) {
-			return v
-		}
-		var elems []Value
-		changed := false
-		for i, e := range v.Elems() {
-			*path = append((*path)[:depth], pathSegment{idx: i, arr: true})
-			r := redactWalk(e, path, fs, scrub)
-			if r != e && !changed {
-				changed = true
-				elems = make([]Value, 0, i+1)
-				for j, x := range v.Elems() { // the elements before i, unchanged
-					if j == i {
-						break
-					}
-					elems = append(elems, x)
-				}
-			}
-			if changed {
-				elems = append(elems, r)
-			}
-		}
-		*path = (*path)[:depth]
-		if !changed {
-			return v
-		}
-		out, _ := ArrayValue(elems...)
-		return out
-	case Object:
-		if len(scrub) == 0 && !mayNeedRedaction(v.raw) {
-			return v
-		}
-		var ms []Member
-		changed := false
-		n := 0
-		for k, x := range v.Members() {
-			key := k
-			if len(scrub) > 0 || anchorMask(k) != 0 { // a key may hold a credential too
-				if rk, reason := scrubString(k, scrub); reason != "" {
-					// The member keeps its place under a redacted key,
-					// made unique among the object's keys.
-					key = uniqueKey(v, ms, rk)
-					*path = append((*path)[:depth], pathSegment{key: key})
-					*fs = append(*fs, Finding{path.pointer(), reason})
-				}
-			}
-			*path = append((*path)[:depth], pathSegment{key: key})
-			r := x
-			if IsSensitiveKey(k) {
-				if x != redactedValue {
-					r = redactedValue
-					*fs = append(*fs, Finding{path.pointer(), ReasonSensitiveKey})
-				}
-			} else {
-				r = redactWalk(x, path, fs, scrub)
-			}
-			if (r != x || key != k) && !changed {
-				changed = true
-				ms = make([]Member, 0, n+1)
-				for k2, x2 := range v.Members() { // the members before this one, unchanged
-					if len(ms) == n {
-						break
-					}
-					ms = append(ms, Member{k2, x2})
-				}
-			}
-			if changed {
-				ms = append(ms, Member{key, r})
-			}
-			n++
-		}
-		*path = (*path)[:depth]
-		if !changed {
-			return v
-		}
-		out, _ := ObjectValue(ms...)
-		return out
+// filterPasses reports whether the filter of the old walk passes on every
+// container around the value walked (f the innermost): mayNeedRedaction
+// of each, computed once per container. With scrubbers there is no
+// filter.
+func (w *redactor) filterPasses(f *frame) bool {
+	if len(w.scrub) > 0 {
+		return true
 	}
-	return v
+	for ; f != nil; f = f.up {
+		if f.verdict == 0 {
+			f.verdict = -1
+			if mayNeedRedaction(f.raw) {
+				f.verdict = 1
+			}
+		}
+		if f.verdict < 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// finding records a finding at the value walked in the innermost frame f,
+// with its JSON Pointer written from its last segment back (a loop that
+// only reads the frames, so that they stay on the walk's stack).
+func (w *redactor) finding(f *frame, reason string) {
+	n := 0
+	var digits [20]byte
+	for g := f; g != nil; g = g.up {
+		switch {
+		case !g.seg:
+		case g.arr:
+			n += 1 + len(strconv.AppendInt(digits[:0], int64(g.idx), 10))
+		default:
+			n += 1 + len(g.key) + strings.Count(g.key, "~") + strings.Count(g.key, "/")
+		}
+	}
+	b := make([]byte, n)
+	for g := f; g != nil; g = g.up {
+		switch {
+		case !g.seg:
+			continue
+		case g.arr:
+			d := strconv.AppendInt(digits[:0], int64(g.idx), 10)
+			n -= copy(b[n-len(d):], d)
+		default:
+			for i := len(g.key) - 1; i >= 0; i-- { // RFC 6901: ~ is ~0, / is ~1
+				switch c := g.key[i]; c {
+				case '~':
+					b[n-2], b[n-1] = '~', '0'
+					n -= 2
+				case '/':
+					b[n-2], b[n-1] = '~', '1'
+					n -= 2
+				default:
+					n--
+					b[n] = c
+				}
+			}
+		}
+		n--
+		b[n] = '/'
+	}
+	w.fs = append(w.fs, Finding{string(b), reason})
+}
+
+// stringEnd returns the offset just past the string literal that starts at
+// s[i] (a '"'), and whether it holds an escape.
+func stringEnd(s string, i int) (end int, escaped bool) {
+	rest := s[i+1:]
+	q := strings.IndexByte(rest, '"')
+	if b := strings.IndexByte(rest[:q], '\\'); b < 0 {
+		return i + 1 + q + 1, false
+	}
+	return skipValue(s, i), true
+}
+
+// mayChange reports whether the string literal lit (quotes included, in
+// canonical form) may be changed by scrubString without scrubbers: a
+// string in which anchorMask finds nothing is kept as it is.
+func mayChange(lit string, escaped bool) bool {
+	if !escaped {
+		return anchorMask(lit[1:len(lit)-1]) != 0
+	}
+	var buf [512]byte // on the stack: a longer string is unescaped on the heap
+	b, ok := appendUnescaped(buf[:0], lit)
+	if !ok {
+		return anchorMask(unquote(lit)) != 0
+	}
+	return anchorMask(unsafe.String(unsafe.SliceData(b), len(b))) != 0
+}
+
+// appendUnescaped appends the string held by the canonical string literal
+// lit, and reports false (for unquote to decode it) when it holds a \u
+// escape of a character above U+007F, which canonical text never writes.
+func appendUnescaped(dst []byte, lit string) ([]byte, bool) {
+	s := lit[1 : len(lit)-1]
+	for {
+		i := strings.IndexByte(s, '\\')
+		if i < 0 {
+			return append(dst, s...), true
+		}
+		dst = append(dst, s[:i]...)
+		if i+1 >= len(s) {
+			return dst, false
+		}
+		switch c := s[i+1]; c {
+		case '"', '\\', '/':
+			dst = append(dst, c)
+		case 'n':
+			dst = append(dst, '\n')
+		case 'r':
+			dst = append(dst, '\r')
+		case 't':
+			dst = append(dst, '\t')
+		case 'b':
+			dst = append(dst, '\b')
+		case 'f':
+			dst = append(dst, '\f')
+		case 'u':
+			if i+6 > len(s) || s[i+2] != '0' || s[i+3] != '0' {
+				return dst, false
+			}
+			h, l := unhex(s[i+4]), unhex(s[i+5])
+			if h < 0 || l < 0 || h > 7 {
+				return dst, false
+			}
+			dst = append(dst, byte(h<<4|l))
+			s = s[i+6:]
+			continue
+		default:
+			return dst, false
+		}
+		s = s[i+2:]
+	}
+}
+
+func unhex(c byte) int {
+	switch {
+	case c >= '0' && c <= '9':
+		return int(c - '0')
+	case c >= 'a' && c <= 'f':
+		return int(c - 'a' + 10)
+	case c >= 'A' && c <= 'F':
+		return int(c - 'A' + 10)
+	}
+	return -1
+}
+
+// walk redacts the value whose canonical text is raw, in the container
+// up, and reports whether it changed.
+func (w *redactor) walk(raw string, up *frame) (Value, bool) {
+	switch raw[0] {
+	case '"':
+		return w.walkString(raw, up)
+	case '[':
+		return w.walkArray(raw, up)
+	case '{':
+		return w.walkObject(raw, up)
+	}
+	return Value{raw}, false
+}
+
+func (w *redactor) walkString(lit string, up *frame) (Value, bool) {
+	if len(w.scrub) == 0 && !mayChange(lit, strings.IndexByte(lit, '\\') >= 0) {
+		return Value{lit}, false
+	}
+	if !w.filterPasses(up) {
+		return Value{lit}, false
+	}
+	s, _ := Value{lit}.Str()
+	if r, reason := scrubString(s, w.scrub); reason != "" {
+		w.finding(up, reason)
+		out := StringValue(r)
+		return out, out.raw != lit // scrubbers may have undone each other
+	}
+	return Value{lit}, false
+}
+
+func (w *redactor) walkArray(raw string, up *frame) (Value, bool) {
+	f := frame{up: up, raw: raw, seg: true, arr: true}
+	var elems []Value
+	changed := false
+	for i := 1; i < len(raw)-1; f.idx++ {
+		end := skipValue(raw, i)
+		e := raw[i:end]
+		i = end + 1
+		var r Value
+		var ch bool
+		switch e[0] {
+		case '"', '[', '{':
+			r, ch = w.walk(e, &f)
+		default:
+			r = Value{e}
+		}
+		if ch && !changed {
+			changed = true
+			elems = make([]Value, 0, f.idx+1)
+			for j, x := range (Value{raw}).Elems() { // the elements before this one, unchanged
+				if j == f.idx {
+					break
+				}
+				elems = append(elems, x)
+			}
+		}
+		if changed {
+			elems = append(elems, r)
+		}
+	}
+	if !changed {
+		return Value{raw}, false
+	}
+	out, _ := ArrayValue(elems...)
+	return out, true
+}
+
+func (w *redactor) walkObject(raw string, up *frame) (Value, bool) {
+	f := frame{up: up, raw: raw}
+	v := Value{raw}
+	var ms []Member
+	changed := false
+	n := 0
+	for i := 1; i < len(raw)-1; n++ {
+		kEnd, escaped := stringEnd(raw, i)
+		lit := raw[i:kEnd]
+		k := lit[1 : len(lit)-1]
+		if escaped {
+			k = unquote(lit)
+		}
+		vEnd := skipValue(raw, kEnd+1)
+		x := Value{raw[kEnd+1 : vEnd]}
+		i = vEnd + 1
+
+		f.seg = false // the object itself, for its keys' filter
+		key := k
+		if len(w.scrub) > 0 || mayChange(lit, escaped) && w.filterPasses(&f) { // a key may hold a credential too
+			if rk, reason := scrubString(k, w.scrub); reason != "" {
+				// The member keeps its place under a redacted key,
+				// made unique among the object's keys.
+				key = uniqueKey(v, ms, rk)
+				f.seg, f.key = true, key
+				w.finding(&f, reason)
+			}
+		}
+		f.seg, f.key = true, key
+		r := x
+		var ch bool
+		switch {
+		case isSensitiveKey(k):
+			if x != redactedValue && w.filterPasses(&f) {
+				r, ch = redactedValue, true
+				w.finding(&f, ReasonSensitiveKey)
+			}
+		case x.raw[0] == '"' || x.raw[0] == '[' || x.raw[0] == '{':
+			r, ch = w.walk(x.raw, &f)
+		}
+		if (ch || key != k) && !changed {
+			changed = true
+			ms = make([]Member, 0, n+1)
+			for k2, x2 := range v.Members() { // the members before this one, unchanged
+				if len(ms) == n {
+					break
+				}
+				ms = append(ms, Member{k2, x2})
+			}
+		}
+		if changed {
+			ms = append(ms, Member{key, r})
+		}
+	}
+	if !changed {
+		return v, false
+	}
+	out, _ := ObjectValue(ms...)
+	return out, true
+}
+
+// isSensitiveKey is IsSensitiveKey without allocating for ASCII keys and
+// without a map: normalizing never lengthens a key, so a key shorter than
+// the shortest sensitive key (6 letters) is not one, and the normalized
+// key is compared by a switch.
+func isSensitiveKey(key string) bool {
+	if len(key) < 6 {
+		return false
+	}
+	var buf [14]byte
+	n := 0
+	for i := 0; i < len(key); i++ {
+		c := key[i]
+		switch {
+		case c >= 'a' && c <= 'z' || c >= '0' && c <= '9':
+		case c >= 'A' && c <= 'Z':
+			c += 'a' - 'A'
+		case c >= 0x80:
+			return IsSensitiveKey(key) // Unicode lowercasing
+		default:
+			continue
+		}
+		if n == len(buf) {
+			return false
+		}
+		buf[n] = c
+		n++
+	}
+	switch string(buf[:n]) {
+	case "apikey", "accesstoken", "refreshtoken", "authtoken", "authorization", "password", "passwd",
+		"secret", "clientsecret", "privatekey", "sessiontoken", "bearertoken":
+		return true
+	}
+	return false
 }
 
 // uniqueKey returns key, or key with " (2)", " (3)"… after it, so that it
