@@ -160,11 +160,11 @@ func RedactValue(v Value, scrub ...Scrubber) (Value, []Finding) {
 	w.scrub = scrub
 	switch v.raw[0] {
 	case '"':
-		top := frame{raw: v.raw} // a top-level string passes the filter on its own text
-		out, _ := w.walkString(v.raw, &top)
+		top := frame{rest: v.raw} // a top-level string passes the filter on its own text
+		out, _ := w.walkString(v.raw, strings.IndexByte(v.raw, '\\') >= 0, &top)
 		return out, w.fs
 	case '[', '{':
-		out, _ := w.walk(v.raw, nil)
+		out, _, _ := w.walk(v.raw, 0, nil)
 		return out, w.fs
 	}
 	return v, nil // a number, a boolean or null: nothing to redact
@@ -191,17 +191,29 @@ type redactor struct {
 }
 
 // A frame is a container the descent is in (or a top-level string), on
-// the stack of the walk that reads it: its text, the verdict of
-// mayNeedRedaction on it once computed, and the member or element being
-// walked, a segment of the JSON Pointer of what is found there.
+// the stack of the walk that reads it: where its text starts, the verdict
+// of mayNeedRedaction on it once computed, and the member or element
+// being walked, a segment of the JSON Pointer of what is found there.
+// The descent reads a container once, from its start to its end: where
+// it ends is looked for (container) only when the filter or a rebuild
+// needs its whole text.
 type frame struct {
 	up      *frame
-	raw     string
-	verdict int8 // 0 not computed, 1 passes, -1 does not
-	seg     bool // key or idx is the segment of the value walked
+	rest    string // the text from the container's start on
+	n       int    // the length of its text, once known
+	verdict int8   // 0 not computed, 1 passes, -1 does not
+	seg     bool   // key or idx is the segment of the value walked
 	arr     bool
 	idx     int
 	key     string
+}
+
+// container returns the text of the container of f.
+func (f *frame) container() string {
+	if f.n == 0 {
+		f.n = skipValue(f.rest, 0)
+	}
+	return f.rest[:f.n]
 }
 
 // filterPasses reports whether the filter of the old walk passes on every
@@ -215,7 +227,7 @@ func (w *redactor) filterPasses(f *frame) bool {
 	for ; f != nil; f = f.up {
 		if f.verdict == 0 {
 			f.verdict = -1
-			if mayNeedRedaction(f.raw) {
+			if mayNeedRedaction(f.container()) {
 				f.verdict = 1
 			}
 		}
@@ -353,22 +365,28 @@ func unhex(c byte) int {
 	return -1
 }
 
-// walk redacts the value whose canonical text is raw, in the container
-// up, and reports whether it changed.
-func (w *redactor) walk(raw string, up *frame) (Value, bool) {
-	switch raw[0] {
+// walk redacts the value that starts at s[i], in the container up, and
+// returns it, whether it changed, and the offset of its end in s.
+func (w *redactor) walk(s string, i int, up *frame) (Value, bool, int) {
+	switch s[i] {
 	case '"':
-		return w.walkString(raw, up)
+		end, escaped := stringEnd(s, i)
+		out, changed := w.walkString(s[i:end], escaped, up)
+		return out, changed, end
 	case '[':
-		return w.walkArray(raw, up)
+		return w.walkArray(s, i, up)
 	case '{':
-		return w.walkObject(raw, up)
+		return w.walkObject(s, i, up)
 	}
-	return Value{raw}, false
+	end := i + 1
+	for end < len(s) && s[end] != ',' && s[end] != '}' && s[end] != ']' {
+		end++
+	}
+	return Value{s[i:end]}, false, end
 }
 
-func (w *redactor) walkString(lit string, up *frame) (Value, bool) {
-	if len(w.scrub) == 0 && !mayChange(lit, strings.IndexByte(lit, '\\') >= 0) {
+func (w *redactor) walkString(lit string, escaped bool, up *frame) (Value, bool) {
+	if len(w.scrub) == 0 && !mayChange(lit, escaped) {
 		return Value{lit}, false
 	}
 	if !w.filterPasses(up) {
@@ -383,27 +401,18 @@ func (w *redactor) walkString(lit string, up *frame) (Value, bool) {
 	return Value{lit}, false
 }
 
-func (w *redactor) walkArray(raw string, up *frame) (Value, bool) {
-	f := frame{up: up, raw: raw, seg: true, arr: true}
+func (w *redactor) walkArray(s string, i int, up *frame) (Value, bool, int) {
+	f := frame{up: up, rest: s[i:], seg: true, arr: true}
 	var elems []Value
 	changed := false
-	for i := 1; i < len(raw)-1; f.idx++ {
-		end := skipValue(raw, i)
-		e := raw[i:end]
-		i = end + 1
-		var r Value
-		var ch bool
-		switch e[0] {
-		case '"', '[', '{':
-			r, ch = w.walk(e, &f)
-		default:
-			r = Value{e}
-		}
+	j := i + 1
+	for s[j] != ']' {
+		r, ch, end := w.walk(s, j, &f)
 		if ch && !changed {
 			changed = true
 			elems = make([]Value, 0, f.idx+1)
-			for j, x := range (Value{raw}).Elems() { // the elements before this one, unchanged
-				if j == f.idx {
+			for k, x := range (Value{s[i:skipValue(s, i)]}).Elems() { // the elements before this one, unchanged
+				if k == f.idx {
 					break
 				}
 				elems = append(elems, x)
@@ -412,30 +421,32 @@ func (w *redactor) walkArray(raw string, up *frame) (Value, bool) {
 		if changed {
 			elems = append(elems, r)
 		}
+		if j = end; s[j] == ',' {
+			j++
+		}
+		f.idx++
 	}
 	if !changed {
-		return Value{raw}, false
+		return Value{s[i : j+1]}, false, j + 1
 	}
 	out, _ := ArrayValue(elems...)
-	return out, true
+	return out, true, j + 1
 }
 
-func (w *redactor) walkObject(raw string, up *frame) (Value, bool) {
-	f := frame{up: up, raw: raw}
-	v := Value{raw}
+func (w *redactor) walkObject(s string, i int, up *frame) (Value, bool, int) {
+	f := frame{up: up, rest: s[i:]}
 	var ms []Member
 	changed := false
 	n := 0
-	for i := 1; i < len(raw)-1; n++ {
-		kEnd, escaped := stringEnd(raw, i)
-		lit := raw[i:kEnd]
+	j := i + 1
+	for ; s[j] != '}'; n++ {
+		kEnd, escaped := stringEnd(s, j)
+		lit := s[j:kEnd]
 		k := lit[1 : len(lit)-1]
 		if escaped {
 			k = unquote(lit)
 		}
-		vEnd := skipValue(raw, kEnd+1)
-		x := Value{raw[kEnd+1 : vEnd]}
-		i = vEnd + 1
+		j = kEnd + 1 // the value, after the ':'
 
 		f.seg = false // the object itself, for its keys' filter
 		key := k
@@ -443,27 +454,28 @@ func (w *redactor) walkObject(raw string, up *frame) (Value, bool) {
 			if rk, reason := scrubString(k, w.scrub); reason != "" {
 				// The member keeps its place under a redacted key,
 				// made unique among the object's keys.
-				key = uniqueKey(v, ms, rk)
+				key = uniqueKey(Value{s[i:skipValue(s, i)]}, ms, rk)
 				f.seg, f.key = true, key
 				w.finding(&f, reason)
 			}
 		}
 		f.seg, f.key = true, key
-		r := x
+		var x, r Value
 		var ch bool
-		switch {
-		case isSensitiveKey(k):
+		if isSensitiveKey(k) {
+			end := skipValue(s, j)
+			x, r, j = Value{s[j:end]}, Value{s[j:end]}, end
 			if x != redactedValue && w.filterPasses(&f) {
 				r, ch = redactedValue, true
 				w.finding(&f, ReasonSensitiveKey)
 			}
-		case x.raw[0] == '"' || x.raw[0] == '[' || x.raw[0] == '{':
-			r, ch = w.walk(x.raw, &f)
+		} else {
+			r, ch, j = w.walk(s, j, &f)
 		}
 		if (ch || key != k) && !changed {
 			changed = true
 			ms = make([]Member, 0, n+1)
-			for k2, x2 := range v.Members() { // the members before this one, unchanged
+			for k2, x2 := range (Value{s[i:skipValue(s, i)]}).Members() { // the members before this one, unchanged
 				if len(ms) == n {
 					break
 				}
@@ -473,12 +485,15 @@ func (w *redactor) walkObject(raw string, up *frame) (Value, bool) {
 		if changed {
 			ms = append(ms, Member{key, r})
 		}
+		if s[j] == ',' {
+			j++
+		}
 	}
 	if !changed {
-		return v, false
+		return Value{s[i : j+1]}, false, j + 1
 	}
 	out, _ := ObjectValue(ms...)
-	return out, true
+	return out, true, j + 1
 }
 
 // isSensitiveKey is IsSensitiveKey without allocating for ASCII keys and
