@@ -568,7 +568,9 @@ func escapePointer(s string) string {
 // entries first, no duplicates). A credential in a protected field (id,
 // run_id, parent_id, type, status, replay_policy, hashes, redactions,
 // run_status) is ErrProtectedField. When nothing is redacted the result is
-// ev itself, sharing its Redactions and pointers. Scrubbers, when given,
+// ev itself, sharing its Redactions and pointers (without scrubbers, and
+// unless a name, key, message, error type, model or provider holds an
+// anchor of a credential pattern: then it is a copy). Scrubbers, when given,
 // apply to every redactable field after the credential patterns (see
 // [Scrubber]), and to the protected ones as the patterns do.
 func RedactEvent(ev Event, scrub ...Scrubber) (Event, []RedactionEntry, error) {
@@ -583,10 +585,21 @@ func RedactEvent(ev Event, scrub ...Scrubber) (Event, []RedactionEntry, error) {
 			return ev, nil, ErrProtectedField
 		}
 	}
-	if len(scrub) == 0 && !mayHoldCredential(ev.ErrorType) && !mayHoldCredential(ev.Key) && !mayHoldCredential(ev.Message) &&
-		!mayHoldCredential(ev.Model) && !mayHoldCredential(ev.Name) && !mayHoldCredential(ev.Provider) &&
-		!mayNeedRedaction(ev.After.raw) && !mayNeedRedaction(ev.Before.raw) && !mayNeedRedaction(ev.Details.raw) &&
-		!mayNeedRedaction(ev.Input.raw) && !mayNeedRedaction(ev.Output.raw) {
+	// The payloads, each read once by RedactValue's descent (a filter over
+	// their text would read a model request's twice: its max_tokens key
+	// holds an anchor of the sensitive keys).
+	var payloads [5]struct {
+		v  Value
+		fs []Finding
+	}
+	found := false
+	for i, v := range [...]Value{ev.After, ev.Before, ev.Details, ev.Input, ev.Output} {
+		payloads[i].v, payloads[i].fs = RedactValue(v, scrub...)
+		found = found || len(payloads[i].fs) > 0
+	}
+	if len(scrub) == 0 && !found && !mayHoldCredential(ev.ErrorType) && !mayHoldCredential(ev.Key) &&
+		!mayHoldCredential(ev.Message) && !mayHoldCredential(ev.Model) && !mayHoldCredential(ev.Name) &&
+		!mayHoldCredential(ev.Provider) {
 		return ev, nil, nil // nothing to redact: ev itself, sharing its slices
 	}
 	out := ev.Clone()
@@ -594,15 +607,17 @@ func RedactEvent(ev Event, scrub ...Scrubber) (Event, []RedactionEntry, error) {
 	add := func(path, reason string) {
 		entries = append(entries, RedactionEntry{EventID: ev.ID, Path: path, Reason: reason, Replacement: Redacted})
 	}
-	// The redactable fields in sorted order; each is a string or a payload.
+	// The redactable fields in sorted order; each is a string or a payload
+	// (its index in payloads).
 	for _, f := range []struct {
 		name string
 		s    *string
 		v    *Value
-	}{{"after", nil, &out.After}, {"before", nil, &out.Before}, {"details", nil, &out.Details},
-		{"error_type", &out.ErrorType, nil}, {"input", nil, &out.Input}, {"key", &out.Key, nil},
-		{"message", &out.Message, nil}, {"model", &out.Model, nil}, {"name", &out.Name, nil},
-		{"output", nil, &out.Output}, {"provider", &out.Provider, nil}} {
+		p    int
+	}{{"after", nil, &out.After, 0}, {"before", nil, &out.Before, 1}, {"details", nil, &out.Details, 2},
+		{"error_type", &out.ErrorType, nil, 0}, {"input", nil, &out.Input, 3}, {"key", &out.Key, nil, 0},
+		{"message", &out.Message, nil, 0}, {"model", &out.Model, nil, 0}, {"name", &out.Name, nil, 0},
+		{"output", nil, &out.Output, 4}, {"provider", &out.Provider, nil, 0}} {
 		if f.s != nil {
 			if r, reason := scrubString(*f.s, scrub); reason != "" {
 				*f.s = r
@@ -610,9 +625,8 @@ func RedactEvent(ev Event, scrub ...Scrubber) (Event, []RedactionEntry, error) {
 			}
 			continue
 		}
-		r, fs := RedactValue(*f.v, scrub...)
-		*f.v = r
-		for _, x := range fs {
+		*f.v = payloads[f.p].v
+		for _, x := range payloads[f.p].fs {
 			add("/"+f.name+x.Path, x.Reason)
 		}
 	}

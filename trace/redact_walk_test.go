@@ -268,7 +268,7 @@ func TestRedactValueMatchesReference(t *testing.T) {
 		}
 	}
 	r := rand.New(rand.NewPCG(24, 3))
-	for range 20000 {
+	for range 10000 {
 		checkSameRedaction(t, hostileValue(r, 0))
 	}
 }
@@ -289,6 +289,14 @@ func FuzzRedactValueMatchesReference(f *testing.F) {
 			return
 		}
 		checkSameRedaction(t, v)
+		ev := Event{ID: "evt_1", RunID: "run_1", Type: ToolCall, Name: "search", Input: v, Output: v}
+		for i, scrub := range testScrubbers {
+			got, gotE, gotErr := RedactEvent(ev, scrub...)
+			want, wantE, wantErr := redactEventRef(ev, scrub...)
+			if !reflect.DeepEqual(got, want) || !reflect.DeepEqual(gotE, wantE) || gotErr != wantErr {
+				t.Fatalf("scrubbers %d: RedactEvent with payloads %s = %+v %v, reference %+v %v", i, text, got, gotE, want, wantE)
+			}
+		}
 	})
 }
 
@@ -348,5 +356,111 @@ func TestAppendUnescaped(t *testing.T) {
 	}
 	if got, ok := appendUnescaped(nil, `"a\/b\u001F"`); !ok || string(got) != "a/b\x1f" {
 		t.Errorf("appendUnescaped = %q, %v", got, ok)
+	}
+}
+
+// redactEventRef is RedactEvent as it was before the single descent: the
+// filter over every payload's text, then a copy of the event redacted
+// field by field.
+func redactEventRef(ev Event, scrub ...Scrubber) (Event, []RedactionEntry, error) {
+	for _, s := range [...]string{ev.ID, ev.RunID, ev.ParentID, string(ev.Type), string(ev.Status),
+		string(ev.ReplayPolicy), ev.InputHash, ev.OutputHash, string(ev.RunStatus)} {
+		if _, hit := RedactString(s, scrub...); hit {
+			return ev, nil, ErrProtectedField
+		}
+	}
+	for _, s := range ev.Redactions {
+		if _, hit := RedactString(s, scrub...); hit {
+			return ev, nil, ErrProtectedField
+		}
+	}
+	if len(scrub) == 0 && !mayHoldCredential(ev.ErrorType) && !mayHoldCredential(ev.Key) && !mayHoldCredential(ev.Message) &&
+		!mayHoldCredential(ev.Model) && !mayHoldCredential(ev.Name) && !mayHoldCredential(ev.Provider) &&
+		!mayNeedRedaction(ev.After.raw) && !mayNeedRedaction(ev.Before.raw) && !mayNeedRedaction(ev.Details.raw) &&
+		!mayNeedRedaction(ev.Input.raw) && !mayNeedRedaction(ev.Output.raw) {
+		return ev, nil, nil // nothing to redact: ev itself, sharing its slices
+	}
+	out := ev.Clone()
+	var entries []RedactionEntry
+	add := func(path, reason string) {
+		entries = append(entries, RedactionEntry{EventID: ev.ID, Path: path, Reason: reason, Replacement: Redacted})
+	}
+	// The redactable fields in sorted order; each is a string or a payload.
+	for _, f := range []struct {
+		name string
+		s    *string
+		v    *Value
+	}{{"after", nil, &out.After}, {"before", nil, &out.Before}, {"details", nil, &out.Details},
+		{"error_type", &out.ErrorType, nil}, {"input", nil, &out.Input}, {"key", &out.Key, nil},
+		{"message", &out.Message, nil}, {"model", &out.Model, nil}, {"name", &out.Name, nil},
+		{"output", nil, &out.Output}, {"provider", &out.Provider, nil}} {
+		if f.s != nil {
+			if r, reason := scrubString(*f.s, scrub); reason != "" {
+				*f.s = r
+				add("/"+f.name, reason)
+			}
+			continue
+		}
+		r, fs := redactValueRef(*f.v, scrub...)
+		*f.v = r
+		for _, x := range fs {
+			add("/"+f.name+x.Path, x.Reason)
+		}
+	}
+	if len(entries) > 0 {
+		have := make(map[string]bool, len(out.Redactions))
+		for _, p := range out.Redactions {
+			have[p] = true
+		}
+		for _, e := range entries {
+			if !have[e.Path] {
+				out.Redactions = append(out.Redactions, e.Path)
+				have[e.Path] = true
+			}
+		}
+	}
+	return out, entries, nil
+}
+
+// TestRedactEventMatchesReference compares RedactEvent with the reference
+// on hostile events: credentials and sensitive keys in payloads at every
+// depth, credentials in names, keys, messages and protected fields, with
+// and without scrubbers. The event may be ev itself where the reference
+// gave a copy (nothing redacted), never a different one.
+func TestRedactEventMatchesReference(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(24, 4))
+	str := func() string {
+		if r.IntN(3) > 0 {
+			return []string{"", "search", "gpt-4o", "refund"}[r.IntN(4)]
+		}
+		return hostileStrings[r.IntN(len(hostileStrings))]
+	}
+	payload := func() Value {
+		switch r.IntN(4) {
+		case 0:
+			return Value{}
+		case 1:
+			return MustParse(`{"max_tokens":512,"messages":[{"content":"You are a careful agent.\nAnswer in JSON.","role":"system"}]}`)
+		}
+		return hostileValue(r, 0)
+	}
+	for i := range 4000 {
+		ev := Event{ID: "evt_1", RunID: "run_1", Type: LLMRequest, Status: StatusOK, ReplayPolicy: PolicyFrozen,
+			Name: str(), Key: str(), Message: str(), Model: str(), Provider: str(), ErrorType: str(),
+			Input: payload(), Output: payload(), Before: payload(), After: payload(), Details: payload()}
+		if r.IntN(10) == 0 {
+			ev.ParentID = str()
+		}
+		if r.IntN(4) == 0 {
+			ev.Redactions = []string{"/input/x"}
+		}
+		for j, scrub := range testScrubbers {
+			got, gotE, gotErr := RedactEvent(ev, scrub...)
+			want, wantE, wantErr := redactEventRef(ev, scrub...)
+			if !reflect.DeepEqual(got, want) || !reflect.DeepEqual(gotE, wantE) || gotErr != wantErr {
+				t.Fatalf("case %d, scrubbers %d: RedactEvent(%+v)\n= %+v %v %v\nreference %+v %v %v", i, j, ev, got, gotE, gotErr, want, wantE, wantErr)
+			}
+		}
 	}
 }
