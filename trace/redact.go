@@ -73,10 +73,65 @@ func IsSensitiveKey(key string) bool {
 }
 
 // mayNeedRedaction is a cheap filter over canonical text: a value that passes
-// neither mayHoldCredential nor hasSensitiveAnchor has neither a sensitive key
-// nor a credential.
+// neither mayHoldCredentialJSON nor hasSensitiveAnchor has neither a
+// sensitive key nor a credential.
 func mayNeedRedaction(s string) bool {
-	return anchorMask(s) != 0 || hasSensitiveAnchor(s) // a key=value secret holds a sensitive anchor
+	return mayHoldCredentialJSON(s) || hasSensitiveAnchor(s) // a key=value secret holds a sensitive anchor
+}
+
+// mayHoldCredentialJSON is mayHoldCredential over JSON text (canonical or
+// file form): the text as it is, and each string literal in it that holds
+// an escape, read unescaped. An escape stands for a character the patterns
+// read as itself: "Basic\tX", "https://u:p\u0001@h" or "u:pw\f@tcp(h)/"
+// hold a credential once unescaped, which the text alone does not show (a
+// backslash ends a URL's password, and "\t" is not white space).
+func mayHoldCredentialJSON(s string) bool {
+	if anchorMask(s) != 0 {
+		return true
+	}
+	if strings.IndexByte(s, '\\') < 0 {
+		return false
+	}
+	for i := 0; i < len(s); {
+		q := strings.IndexByte(s[i:], '"')
+		if q < 0 {
+			return false
+		}
+		start := i + q
+		end, escaped, ok := literalEnd(s, start)
+		if !ok {
+			return true // not JSON text: the exact pass decides
+		}
+		if escaped && mayChange(s[start:end], true) {
+			return true
+		}
+		i = end
+	}
+	return false
+}
+
+// literalEnd returns the offset just past the string literal that starts
+// at s[start] (a '"'), whether it holds an escape, and false when it does
+// not end.
+func literalEnd(s string, start int) (end int, escaped, ok bool) {
+	for j := start + 1; ; {
+		q := strings.IndexByte(s[j:], '"')
+		if q < 0 {
+			return len(s), escaped, false
+		}
+		k := j + q
+		n := 0 // the backslashes just before the quote: an odd run escapes it
+		for n < k-j && s[k-1-n] == '\\' {
+			n++
+		}
+		if n > 0 || strings.IndexByte(s[j:k], '\\') >= 0 {
+			escaped = true
+		}
+		if n%2 == 0 {
+			return k + 1, escaped, true
+		}
+		j = k + 1
+	}
 }
 
 // hasSensitiveAnchor reports whether canonical JSON text, normalized as

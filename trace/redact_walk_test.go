@@ -244,10 +244,7 @@ func hostileValue(r *rand.Rand, depth int) Value {
 
 // TestRedactValueMatchesReference compares the single descent with the
 // walk it replaced on hostile values: the same output and findings with
-// and without scrubbers, including where the old filters decide (a URL
-// password holding a control character, which the filter over JSON text
-// does not see, is kept by both when nothing else around it passes the
-// filter).
+// and without scrubbers.
 func TestRedactValueMatchesReference(t *testing.T) {
 	t.Parallel()
 	for _, text := range []string{
@@ -462,5 +459,42 @@ func TestRedactEventMatchesReference(t *testing.T) {
 				t.Fatalf("case %d, scrubbers %d: RedactEvent(%+v)\n= %+v %v %v\nreference %+v %v %v", i, j, ev, got, gotE, gotErr, want, wantE, wantErr)
 			}
 		}
+	}
+}
+
+// TestRedactValueMissesNothing checks that the filters over JSON text never
+// keep a string RedactString would change: RedactValue gives what the eager
+// walk (RedactString on every string and key, every sensitive key) gives,
+// on credentials next to escapes, which the JSON text spells differently
+// from the string ("Basic\tX", a control character in a URL's password or
+// a DSN's), alone in their value and among other members.
+func TestRedactValueMissesNothing(t *testing.T) {
+	t.Parallel()
+	check := func(v Value) {
+		t.Helper()
+		got, gotF := RedactValue(v)
+		var wantF []Finding
+		want := redactWalkEager(v, "", &wantF)
+		if got.raw != want.raw || len(gotF) != len(wantF) {
+			t.Fatalf("RedactValue(%s) = %s %v, eager walk %s %v", v.raw, got.raw, gotF, want.raw, wantF)
+		}
+	}
+	for _, s := range []string{"Basic\tYWxpY2U6czNjcjN0", "https://u:p\x01@host", "https://u:p\f@host", "user:pw\x01@tcp(h)/db"} {
+		v := MustValueOf(map[string]any{"u": s})
+		if got, _ := RedactValue(v); strings.Contains(got.raw, "@host") && strings.Contains(got.raw, "u:p") ||
+			strings.Contains(got.raw, "YWxpY2U6czNjcjN0") || strings.Contains(got.raw, "pw") {
+			t.Errorf("RedactValue(%s) = %s: the credential is kept", v.raw, got.raw)
+		}
+	}
+	for _, s := range hostileStrings {
+		check(StringValue(s))
+		for _, k := range hostileKeys {
+			check(MustValueOf(map[string]any{k: s}))
+			check(MustValueOf(map[string]any{"x": []any{s, map[string]any{k: s}}, "max_tokens": 1}))
+		}
+	}
+	r := rand.New(rand.NewPCG(24, 4))
+	for range 10000 {
+		check(hostileValue(r, 0))
 	}
 }
