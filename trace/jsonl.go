@@ -541,8 +541,9 @@ func (d *eventDecoder) payloadOrSum(slot int) (Value, error) {
 	d.sums[slot] = payloadSum{ok: true, sum: sha256.Sum256(canon)}
 	if d.digest {
 		// In canonical form none of the characters of the credential
-		// anchors is escaped, and keys are written as they are.
-		d.mayRedact = d.mayRedact || mayHoldCredential(unsafe.String(unsafe.SliceData(canon), len(canon)))
+		// anchors is escaped, and keys are written as they are; a string
+		// with an escape is read unescaped too.
+		d.mayRedact = d.mayRedact || mayHoldCredentialJSON(unsafe.String(unsafe.SliceData(canon), len(canon)))
 		// A payload whose behavior leaves some of it out: an HTTP response
 		// (its headers), a model's usage.
 		d.http[slot] = bytes.Contains(canon, []byte(`"headers":`)) || bytes.Contains(canon, []byte(`"usage`))
@@ -704,11 +705,10 @@ func (p *payloadSum) storedAs(stored string) bool {
 	return p.matches(stored)
 }
 
-// mayHoldCredentialBytes is mayHoldCredential over bytes. In a line in
-// canonical form every substring it looks for appears as it is, since none
-// of their characters is escaped.
+// mayHoldCredentialBytes is mayHoldCredentialJSON over the bytes of a
+// line.
 func mayHoldCredentialBytes(b []byte) bool {
-	return anchorMask(unsafe.String(unsafe.SliceData(b), len(b))) != 0
+	return mayHoldCredentialJSON(unsafe.String(unsafe.SliceData(b), len(b)))
 }
 
 // payload reads any JSON value into its canonical form.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"unsafe"
 )
 
 // Redacted is what a redacted value is replaced with.
@@ -72,10 +73,65 @@ func IsSensitiveKey(key string) bool {
 }
 
 // mayNeedRedaction is a cheap filter over canonical text: a value that passes
-// neither mayHoldCredential nor hasSensitiveAnchor has neither a sensitive key
-// nor a credential.
+// neither mayHoldCredentialJSON nor hasSensitiveAnchor has neither a
+// sensitive key nor a credential.
 func mayNeedRedaction(s string) bool {
-	return anchorMask(s) != 0 || hasSensitiveAnchor(s) // a key=value secret holds a sensitive anchor
+	return mayHoldCredentialJSON(s) || hasSensitiveAnchor(s) // a key=value secret holds a sensitive anchor
+}
+
+// mayHoldCredentialJSON is mayHoldCredential over JSON text (canonical or
+// file form): the text as it is, and each string literal in it that holds
+// an escape, read unescaped. An escape stands for a character the patterns
+// read as itself: "Basic\tX", "https://u:p\u0001@h" or "u:pw\f@tcp(h)/"
+// hold a credential once unescaped, which the text alone does not show (a
+// backslash ends a URL's password, and "\t" is not white space).
+func mayHoldCredentialJSON(s string) bool {
+	if anchorMask(s) != 0 {
+		return true
+	}
+	if strings.IndexByte(s, '\\') < 0 {
+		return false
+	}
+	for i := 0; i < len(s); {
+		q := strings.IndexByte(s[i:], '"')
+		if q < 0 {
+			return false
+		}
+		start := i + q
+		end, escaped, ok := literalEnd(s, start)
+		if !ok {
+			return true // not JSON text: the exact pass decides
+		}
+		if escaped && mayChange(s[start:end], true) {
+			return true
+		}
+		i = end
+	}
+	return false
+}
+
+// literalEnd returns the offset just past the string literal that starts
+// at s[start] (a '"'), whether it holds an escape, and false when it does
+// not end.
+func literalEnd(s string, start int) (end int, escaped, ok bool) {
+	for j := start + 1; ; {
+		q := strings.IndexByte(s[j:], '"')
+		if q < 0 {
+			return len(s), escaped, false
+		}
+		k := j + q
+		n := 0 // the backslashes just before the quote: an odd run escapes it
+		for n < k-j && s[k-1-n] == '\\' {
+			n++
+		}
+		if n > 0 || strings.IndexByte(s[j:k], '\\') >= 0 {
+			escaped = true
+		}
+		if n%2 == 0 {
+			return k + 1, escaped, true
+		}
+		j = k + 1
+	}
 }
 
 // hasSensitiveAnchor reports whether canonical JSON text, normalized as
@@ -152,131 +208,382 @@ func hasSensitiveAnchor(s string) bool {
 // credential patterns (see [Scrubber]); what they change is found with
 // [ReasonScrubber].
 func RedactValue(v Value, scrub ...Scrubber) (Value, []Finding) {
-	if v.IsAbsent() || len(scrub) == 0 && !mayNeedRedaction(v.raw) {
+	if v.IsAbsent() {
 		return v, nil
 	}
-	var fs []Finding
-	var path pointerPath
-	out := redactWalk(v, &path, &fs, scrub)
-	return out, fs
+	var w redactor
+	w.scrub = scrub
+	switch v.raw[0] {
+	case '"':
+		top := frame{rest: v.raw} // a top-level string passes the filter on its own text
+		out, _ := w.walkString(v.raw, strings.IndexByte(v.raw, '\\') >= 0, &top)
+		return out, w.fs
+	case '[', '{':
+		out, _, _ := w.walk(v.raw, 0, nil)
+		return out, w.fs
+	}
+	return v, nil // a number, a boolean or null: nothing to redact
 }
 
 var redactedValue = StringValue(Redacted)
 
-// pointerPath is the JSON Pointer of the value redactWalk is at, kept as
-// a stack of segments and spelled out (pointer) only for a finding: a walk
-// through a large value that finds nothing builds no path.
-type pointerPath []pathSegment
-
-type pathSegment struct {
-	key string // an object member's key, unescaped
-	idx int    // an array element's index, when arr
-	arr bool
+// A redactor is one descent of RedactValue through the canonical text of
+// a value: it reads every string and key once, decides there whether it
+// may change (its credential anchors, the key's sensitivity), and rebuilds
+// only the containers on the way to a change.
+//
+// Without scrubbers, a redaction pass used to walk a container only when
+// its text passed mayNeedRedaction (and every container around it did);
+// what it redacts is still decided so: when a string, a key or a
+// sensitive key may change, the filter of the containers around it is
+// computed, once per container (filterPasses). A value that holds none
+// costs no filter at all: a key such as max_tokens, which the filter's
+// anchors take for a possible sensitive key, no longer sends the walk
+// through the whole value again at every level.
+type redactor struct {
+	scrub []Scrubber
+	fs    []Finding
 }
 
-func (p pointerPath) pointer() string {
-	var b strings.Builder
-	for _, seg := range p {
-		b.WriteByte('/')
-		if seg.arr {
-			b.WriteString(strconv.Itoa(seg.idx))
+// A frame is a container the descent is in (or a top-level string), on
+// the stack of the walk that reads it: where its text starts, the verdict
+// of mayNeedRedaction on it once computed, and the member or element
+// being walked, a segment of the JSON Pointer of what is found there.
+// The descent reads a container once, from its start to its end: where
+// it ends is looked for (container) only when the filter or a rebuild
+// needs its whole text.
+type frame struct {
+	up      *frame
+	rest    string // the text from the container's start on
+	n       int    // the length of its text, once known
+	verdict int8   // 0 not computed, 1 passes, -1 does not
+	seg     bool   // key or idx is the segment of the value walked
+	arr     bool
+	idx     int
+	key     string
+}
+
+// container returns the text of the container of f.
+func (f *frame) container() string {
+	if f.n == 0 {
+		f.n = skipValue(f.rest, 0)
+	}
+	return f.rest[:f.n]
+}
+
+// filterPasses reports whether the filter of the old walk passes on every
+// container around the value walked (f the innermost): mayNeedRedaction
+// of each, computed once per container. With scrubbers there is no
+// filter.
+func (w *redactor) filterPasses(f *frame) bool {
+	if len(w.scrub) > 0 {
+		return true
+	}
+	for ; f != nil; f = f.up {
+		if f.verdict == 0 {
+			f.verdict = -1
+			if mayNeedRedaction(f.container()) {
+				f.verdict = 1
+			}
+		}
+		if f.verdict < 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// finding records a finding at the value walked in the innermost frame f,
+// with its JSON Pointer written from its last segment back (a loop that
+// only reads the frames, so that they stay on the walk's stack).
+func (w *redactor) finding(f *frame, reason string) {
+	n := 0
+	var digits [20]byte
+	for g := f; g != nil; g = g.up {
+		switch {
+		case !g.seg:
+		case g.arr:
+			n += 1 + len(strconv.AppendInt(digits[:0], int64(g.idx), 10))
+		default:
+			n += 1 + len(g.key) + strings.Count(g.key, "~") + strings.Count(g.key, "/")
+		}
+	}
+	b := make([]byte, n)
+	for g := f; g != nil; g = g.up {
+		switch {
+		case !g.seg:
+			continue
+		case g.arr:
+			d := strconv.AppendInt(digits[:0], int64(g.idx), 10)
+			n -= copy(b[n-len(d):], d)
+		default:
+			for i := len(g.key) - 1; i >= 0; i-- { // RFC 6901: ~ is ~0, / is ~1
+				switch c := g.key[i]; c {
+				case '~':
+					b[n-2], b[n-1] = '~', '0'
+					n -= 2
+				case '/':
+					b[n-2], b[n-1] = '~', '1'
+					n -= 2
+				default:
+					n--
+					b[n] = c
+				}
+			}
+		}
+		n--
+		b[n] = '/'
+	}
+	w.fs = append(w.fs, Finding{string(b), reason})
+}
+
+// stringEnd returns the offset just past the string literal that starts at
+// s[i] (a '"'), and whether it holds an escape.
+func stringEnd(s string, i int) (end int, escaped bool) {
+	rest := s[i+1:]
+	q := strings.IndexByte(rest, '"')
+	if b := strings.IndexByte(rest[:q], '\\'); b < 0 {
+		return i + 1 + q + 1, false
+	}
+	return skipValue(s, i), true
+}
+
+// mayChange reports whether the string literal lit (quotes included, in
+// canonical form) may be changed by scrubString without scrubbers: a
+// string in which anchorMask finds nothing is kept as it is.
+func mayChange(lit string, escaped bool) bool {
+	if !escaped {
+		return anchorMask(lit[1:len(lit)-1]) != 0
+	}
+	var buf [512]byte // on the stack: a longer string is unescaped on the heap
+	b, ok := appendUnescaped(buf[:0], lit)
+	if !ok {
+		return anchorMask(unquote(lit)) != 0
+	}
+	return anchorMask(unsafe.String(unsafe.SliceData(b), len(b))) != 0
+}
+
+// appendUnescaped appends the string held by the canonical string literal
+// lit, and reports false (for unquote to decode it) when it holds a \u
+// escape of a character above U+007F, which canonical text never writes.
+func appendUnescaped(dst []byte, lit string) ([]byte, bool) {
+	s := lit[1 : len(lit)-1]
+	for {
+		i := strings.IndexByte(s, '\\')
+		if i < 0 {
+			return append(dst, s...), true
+		}
+		dst = append(dst, s[:i]...)
+		if i+1 >= len(s) {
+			return dst, false
+		}
+		switch c := s[i+1]; c {
+		case '"', '\\', '/':
+			dst = append(dst, c)
+		case 'n':
+			dst = append(dst, '\n')
+		case 'r':
+			dst = append(dst, '\r')
+		case 't':
+			dst = append(dst, '\t')
+		case 'b':
+			dst = append(dst, '\b')
+		case 'f':
+			dst = append(dst, '\f')
+		case 'u':
+			if i+6 > len(s) || s[i+2] != '0' || s[i+3] != '0' {
+				return dst, false
+			}
+			h, l := unhex(s[i+4]), unhex(s[i+5])
+			if h < 0 || l < 0 || h > 7 {
+				return dst, false
+			}
+			dst = append(dst, byte(h<<4|l))
+			s = s[i+6:]
+			continue
+		default:
+			return dst, false
+		}
+		s = s[i+2:]
+	}
+}
+
+func unhex(c byte) int {
+	switch {
+	case c >= '0' && c <= '9':
+		return int(c - '0')
+	case c >= 'a' && c <= 'f':
+		return int(c - 'a' + 10)
+	case c >= 'A' && c <= 'F':
+		return int(c - 'A' + 10)
+	}
+	return -1
+}
+
+// walk redacts the value that starts at s[i], in the container up, and
+// returns it, whether it changed, and the offset of its end in s.
+func (w *redactor) walk(s string, i int, up *frame) (Value, bool, int) {
+	switch s[i] {
+	case '"':
+		end, escaped := stringEnd(s, i)
+		out, changed := w.walkString(s[i:end], escaped, up)
+		return out, changed, end
+	case '[':
+		return w.walkArray(s, i, up)
+	case '{':
+		return w.walkObject(s, i, up)
+	}
+	end := i + 1
+	for end < len(s) && s[end] != ',' && s[end] != '}' && s[end] != ']' {
+		end++
+	}
+	return Value{s[i:end]}, false, end
+}
+
+func (w *redactor) walkString(lit string, escaped bool, up *frame) (Value, bool) {
+	if len(w.scrub) == 0 && !mayChange(lit, escaped) {
+		return Value{lit}, false
+	}
+	if !w.filterPasses(up) {
+		return Value{lit}, false
+	}
+	s, _ := Value{lit}.Str()
+	if r, reason := scrubString(s, w.scrub); reason != "" {
+		w.finding(up, reason)
+		out := StringValue(r)
+		return out, out.raw != lit // scrubbers may have undone each other
+	}
+	return Value{lit}, false
+}
+
+func (w *redactor) walkArray(s string, i int, up *frame) (Value, bool, int) {
+	f := frame{up: up, rest: s[i:], seg: true, arr: true}
+	var elems []Value
+	changed := false
+	j := i + 1
+	for s[j] != ']' {
+		r, ch, end := w.walk(s, j, &f)
+		if ch && !changed {
+			changed = true
+			elems = make([]Value, 0, f.idx+1)
+			for k, x := range (Value{s[i:skipValue(s, i)]}).Elems() { // the elements before this one, unchanged
+				if k == f.idx {
+					break
+				}
+				elems = append(elems, x)
+			}
+		}
+		if changed {
+			elems = append(elems, r)
+		}
+		if j = end; s[j] == ',' {
+			j++
+		}
+		f.idx++
+	}
+	if !changed {
+		return Value{s[i : j+1]}, false, j + 1
+	}
+	out, _ := ArrayValue(elems...)
+	return out, true, j + 1
+}
+
+func (w *redactor) walkObject(s string, i int, up *frame) (Value, bool, int) {
+	f := frame{up: up, rest: s[i:]}
+	var ms []Member
+	changed := false
+	n := 0
+	j := i + 1
+	for ; s[j] != '}'; n++ {
+		kEnd, escaped := stringEnd(s, j)
+		lit := s[j:kEnd]
+		k := lit[1 : len(lit)-1]
+		if escaped {
+			k = unquote(lit)
+		}
+		j = kEnd + 1 // the value, after the ':'
+
+		f.seg = false // the object itself, for its keys' filter
+		key := k
+		if len(w.scrub) > 0 || mayChange(lit, escaped) && w.filterPasses(&f) { // a key may hold a credential too
+			if rk, reason := scrubString(k, w.scrub); reason != "" {
+				// The member keeps its place under a redacted key,
+				// made unique among the object's keys.
+				key = uniqueKey(Value{s[i:skipValue(s, i)]}, ms, rk)
+				f.seg, f.key = true, key
+				w.finding(&f, reason)
+			}
+		}
+		f.seg, f.key = true, key
+		var x, r Value
+		var ch bool
+		if isSensitiveKey(k) {
+			end := skipValue(s, j)
+			x, r, j = Value{s[j:end]}, Value{s[j:end]}, end
+			if x != redactedValue && w.filterPasses(&f) {
+				r, ch = redactedValue, true
+				w.finding(&f, ReasonSensitiveKey)
+			}
 		} else {
-			b.WriteString(escapePointer(seg.key))
+			r, ch, j = w.walk(s, j, &f)
+		}
+		if (ch || key != k) && !changed {
+			changed = true
+			ms = make([]Member, 0, n+1)
+			for k2, x2 := range (Value{s[i:skipValue(s, i)]}).Members() { // the members before this one, unchanged
+				if len(ms) == n {
+					break
+				}
+				ms = append(ms, Member{k2, x2})
+			}
+		}
+		if changed {
+			ms = append(ms, Member{key, r})
+		}
+		if s[j] == ',' {
+			j++
 		}
 	}
-	return b.String()
+	if !changed {
+		return Value{s[i : j+1]}, false, j + 1
+	}
+	out, _ := ObjectValue(ms...)
+	return out, true, j + 1
 }
 
-func redactWalk(v Value, path *pointerPath, fs *[]Finding, scrub []Scrubber) Value {
-	depth := len(*path)
-	switch v.Kind() {
-	case String:
-		s, _ := v.Str()
-		if r, reason := scrubString(s, scrub); reason != "" {
-			*fs = append(*fs, Finding{path.pointer(), reason})
-			return StringValue(r)
-		}
-		return v
-	case Array:
-		if len(scrub) == 0 && !mayNeedRedaction(v.raw) {
-			return v
-		}
-		var elems []Value
-		changed := false
-		for i, e := range v.Elems() {
-			*path = append((*path)[:depth], pathSegment{idx: i, arr: true})
-			r := redactWalk(e, path, fs, scrub)
-			if r != e && !changed {
-				changed = true
-				elems = make([]Value, 0, i+1)
-				for j, x := range v.Elems() { // the elements before i, unchanged
-					if j == i {
-						break
-					}
-					elems = append(elems, x)
-				}
-			}
-			if changed {
-				elems = append(elems, r)
-			}
-		}
-		*path = (*path)[:depth]
-		if !changed {
-			return v
-		}
-		out, _ := ArrayValue(elems...)
-		return out
-	case Object:
-		if len(scrub) == 0 && !mayNeedRedaction(v.raw) {
-			return v
-		}
-		var ms []Member
-		changed := false
-		n := 0
-		for k, x := range v.Members() {
-			key := k
-			if len(scrub) > 0 || anchorMask(k) != 0 { // a key may hold a credential too
-				if rk, reason := scrubString(k, scrub); reason != "" {
-					// The member keeps its place under a redacted key,
-					// made unique among the object's keys.
-					key = uniqueKey(v, ms, rk)
-					*path = append((*path)[:depth], pathSegment{key: key})
-					*fs = append(*fs, Finding{path.pointer(), reason})
-				}
-			}
-			*path = append((*path)[:depth], pathSegment{key: key})
-			r := x
-			if IsSensitiveKey(k) {
-				if x != redactedValue {
-					r = redactedValue
-					*fs = append(*fs, Finding{path.pointer(), ReasonSensitiveKey})
-				}
-			} else {
-				r = redactWalk(x, path, fs, scrub)
-			}
-			if (r != x || key != k) && !changed {
-				changed = true
-				ms = make([]Member, 0, n+1)
-				for k2, x2 := range v.Members() { // the members before this one, unchanged
-					if len(ms) == n {
-						break
-					}
-					ms = append(ms, Member{k2, x2})
-				}
-			}
-			if changed {
-				ms = append(ms, Member{key, r})
-			}
-			n++
-		}
-		*path = (*path)[:depth]
-		if !changed {
-			return v
-		}
-		out, _ := ObjectValue(ms...)
-		return out
+// isSensitiveKey is IsSensitiveKey without allocating for ASCII keys and
+// without a map: normalizing never lengthens a key, so a key shorter than
+// the shortest sensitive key (6 letters) is not one, and the normalized
+// key is compared by a switch.
+func isSensitiveKey(key string) bool {
+	if len(key) < 6 {
+		return false
 	}
-	return v
+	var buf [14]byte
+	n := 0
+	for i := 0; i < len(key); i++ {
+		c := key[i]
+		switch {
+		case c >= 'a' && c <= 'z' || c >= '0' && c <= '9':
+		case c >= 'A' && c <= 'Z':
+			c += 'a' - 'A'
+		case c >= 0x80:
+			return IsSensitiveKey(key) // Unicode lowercasing
+		default:
+			continue
+		}
+		if n == len(buf) {
+			return false
+		}
+		buf[n] = c
+		n++
+	}
+	switch string(buf[:n]) {
+	case "apikey", "accesstoken", "refreshtoken", "authtoken", "authorization", "password", "passwd",
+		"secret", "clientsecret", "privatekey", "sessiontoken", "bearertoken":
+		return true
+	}
+	return false
 }
 
 // uniqueKey returns key, or key with " (2)", " (3)"… after it, so that it
@@ -316,7 +623,9 @@ func escapePointer(s string) string {
 // entries first, no duplicates). A credential in a protected field (id,
 // run_id, parent_id, type, status, replay_policy, hashes, redactions,
 // run_status) is ErrProtectedField. When nothing is redacted the result is
-// ev itself, sharing its Redactions and pointers. Scrubbers, when given,
+// ev itself, sharing its Redactions and pointers (without scrubbers, and
+// unless a name, key, message, error type, model or provider holds an
+// anchor of a credential pattern: then it is a copy). Scrubbers, when given,
 // apply to every redactable field after the credential patterns (see
 // [Scrubber]), and to the protected ones as the patterns do.
 func RedactEvent(ev Event, scrub ...Scrubber) (Event, []RedactionEntry, error) {
@@ -331,10 +640,21 @@ func RedactEvent(ev Event, scrub ...Scrubber) (Event, []RedactionEntry, error) {
 			return ev, nil, ErrProtectedField
 		}
 	}
-	if len(scrub) == 0 && !mayHoldCredential(ev.ErrorType) && !mayHoldCredential(ev.Key) && !mayHoldCredential(ev.Message) &&
-		!mayHoldCredential(ev.Model) && !mayHoldCredential(ev.Name) && !mayHoldCredential(ev.Provider) &&
-		!mayNeedRedaction(ev.After.raw) && !mayNeedRedaction(ev.Before.raw) && !mayNeedRedaction(ev.Details.raw) &&
-		!mayNeedRedaction(ev.Input.raw) && !mayNeedRedaction(ev.Output.raw) {
+	// The payloads, each read once by RedactValue's descent (a filter over
+	// their text would read a model request's twice: its max_tokens key
+	// holds an anchor of the sensitive keys).
+	var payloads [5]struct {
+		v  Value
+		fs []Finding
+	}
+	found := false
+	for i, v := range [...]Value{ev.After, ev.Before, ev.Details, ev.Input, ev.Output} {
+		payloads[i].v, payloads[i].fs = RedactValue(v, scrub...)
+		found = found || len(payloads[i].fs) > 0
+	}
+	if len(scrub) == 0 && !found && !mayHoldCredential(ev.ErrorType) && !mayHoldCredential(ev.Key) &&
+		!mayHoldCredential(ev.Message) && !mayHoldCredential(ev.Model) && !mayHoldCredential(ev.Name) &&
+		!mayHoldCredential(ev.Provider) {
 		return ev, nil, nil // nothing to redact: ev itself, sharing its slices
 	}
 	out := ev.Clone()
@@ -342,15 +662,17 @@ func RedactEvent(ev Event, scrub ...Scrubber) (Event, []RedactionEntry, error) {
 	add := func(path, reason string) {
 		entries = append(entries, RedactionEntry{EventID: ev.ID, Path: path, Reason: reason, Replacement: Redacted})
 	}
-	// The redactable fields in sorted order; each is a string or a payload.
+	// The redactable fields in sorted order; each is a string or a payload
+	// (its index in payloads).
 	for _, f := range []struct {
 		name string
 		s    *string
 		v    *Value
-	}{{"after", nil, &out.After}, {"before", nil, &out.Before}, {"details", nil, &out.Details},
-		{"error_type", &out.ErrorType, nil}, {"input", nil, &out.Input}, {"key", &out.Key, nil},
-		{"message", &out.Message, nil}, {"model", &out.Model, nil}, {"name", &out.Name, nil},
-		{"output", nil, &out.Output}, {"provider", &out.Provider, nil}} {
+		p    int
+	}{{"after", nil, &out.After, 0}, {"before", nil, &out.Before, 1}, {"details", nil, &out.Details, 2},
+		{"error_type", &out.ErrorType, nil, 0}, {"input", nil, &out.Input, 3}, {"key", &out.Key, nil, 0},
+		{"message", &out.Message, nil, 0}, {"model", &out.Model, nil, 0}, {"name", &out.Name, nil, 0},
+		{"output", nil, &out.Output, 4}, {"provider", &out.Provider, nil, 0}} {
 		if f.s != nil {
 			if r, reason := scrubString(*f.s, scrub); reason != "" {
 				*f.s = r
@@ -358,9 +680,8 @@ func RedactEvent(ev Event, scrub ...Scrubber) (Event, []RedactionEntry, error) {
 			}
 			continue
 		}
-		r, fs := RedactValue(*f.v, scrub...)
-		*f.v = r
-		for _, x := range fs {
+		*f.v = payloads[f.p].v
+		for _, x := range payloads[f.p].fs {
 			add("/"+f.name+x.Path, x.Reason)
 		}
 	}

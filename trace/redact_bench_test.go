@@ -3,6 +3,8 @@ package trace
 import (
 	"strings"
 	"testing"
+
+	"github.com/stepfork/stepfork/internal/cputime"
 )
 
 // BenchmarkRedactString redacts strings of the kinds the CLI's output and
@@ -17,6 +19,7 @@ func BenchmarkRedactString(b *testing.B) {
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			b.SetBytes(int64(len(tc.s)))
+			defer cputime.Report(b, cputime.Used())
 			for b.Loop() {
 				RedactString(tc.s)
 			}
@@ -24,12 +27,34 @@ func BenchmarkRedactString(b *testing.B) {
 	}
 }
 
-// BenchmarkRedactValue redacts a model response payload with nothing to
-// redact but the words of usage counts, as most payloads are.
+// BenchmarkRedactValue redacts payloads of the shapes a recorded run
+// holds: a model response with nothing to redact but the words of usage
+// counts, as most payloads are ("response"); a model request, whose
+// max_tokens key the old filters took for a possible sensitive key, and
+// whose messages hold escapes ("request"); a tool result nested four
+// deep ("nested"); and a request that does hold secrets, a sensitive key
+// two levels down and a token in a message ("secret"). Each checks what
+// it found.
 func BenchmarkRedactValue(b *testing.B) {
-	v := MustParse(`{"choices":[{"finish_reason":"stop","message":{"content":"The refund of order 1234 was approved after checking the policy (see https://example.com/policy).","role":"assistant"}}],"model":"gpt-4o","usage":{"completion_tokens":40,"prompt_tokens":812,"total_tokens":852}}`)
-	b.SetBytes(int64(len(v.Canonical())))
-	for b.Loop() {
-		RedactValue(v)
+	for _, tc := range []struct {
+		name, text string
+		found      int
+	}{
+		{"response", `{"choices":[{"finish_reason":"stop","message":{"content":"The refund of order 1234 was approved after checking the policy (see https://example.com/policy).","role":"assistant"}}],"model":"gpt-4o","usage":{"completion_tokens":40,"prompt_tokens":812,"total_tokens":852}}`, 0},
+		{"request", `{"max_tokens":512,"messages":[{"content":"You are a careful agent.\nAnswer in JSON.","role":"system"},{"content":"step 0: emoji🚀 policy Zürich p95 😀 x=1;y=2 emoji🚀 naïve काठमाडौँ say \"hi\" ünïcödé timeout काठमाडौँ ","role":"user"}],"stop":null,"temperature":0.61,"top_p":0.00001}`, 0},
+		{"nested", `{"count":1,"epsilon":0.00001,"large":1234567890123,"meta":{"lines":"a\nb\r\nc","nested":{"deep":{"deeper":[1,2.5,null]}}},"negative":-7,"ok":true,"results":[{"id":"r1-0","price":141.9,"rank":0},{"id":"r1-1","price":447.07,"rank":1},{"id":"r1-2","price":322.0,"rank":2}],"score":0.61,"text":"naïve\nfaçade naïve tab\there bravo\nalpha ☃ tab\there ledger alpha checkout ledger say \"hi\" ünïcödé Lisbon ✈","tool":"search_flights","unicode":"काठमाडौँ 東京 😀"}`, 0},
+		{"secret", `{"headers":{"auth":{"api_key":"k-123"}},"max_tokens":512,"messages":[{"content":"call it with sk-abcdefghijklmnop1234 please","role":"user"}]}`, 2},
+	} {
+		v := MustParse(tc.text)
+		b.Run(tc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(v.Canonical())))
+			b.ReportAllocs()
+			defer cputime.Report(b, cputime.Used())
+			for b.Loop() {
+				if _, fs := RedactValue(v); len(fs) != tc.found {
+					b.Fatalf("%d findings, want %d", len(fs), tc.found)
+				}
+			}
+		})
 	}
 }
