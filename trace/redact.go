@@ -161,7 +161,9 @@ func RedactValue(v Value, scrub ...Scrubber) (Value, []Finding) {
 	return out, fs
 }
 
-var redactedValue = StringValue(Redacted)
+// redactedValue is StringValue(Redacted), written out so that no program
+// quotes it when it starts.
+var redactedValue = Value{`"` + Redacted + `"`}
 
 // pointerPath is the JSON Pointer of the value redactWalk is at, kept as
 // a stack of segments and spelled out (pointer) only for a finding: a walk
