@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/stepfork/stepfork/internal/valuepath"
 	"github.com/stepfork/stepfork/trace"
@@ -95,9 +96,12 @@ func IgnoreFields(paths ...string) Matcher {
 // timestamp matches the times people and programs write into text: RFC
 // 3339 and ISO 8601 (2026-03-14T09:30:00Z, 2026-03-14 09:30:00.123+01:00,
 // a date alone), Go's time.Time.String (2026-03-14 09:30:00 +0000 UTC) and
-// RFC 1123 (Sat, 14 Mar 2026 09:30:00 GMT).
-var timestamp = regexp.MustCompile(`\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:\s?(?:Z|[+-]\d{2}:?\d{2}))?(?:\s[A-Z]{2,5}\b)?)?` +
-	`|\b(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4} \d{2}:\d{2}:\d{2} (?:[A-Z]{2,5}|[+-]\d{4})`)
+// RFC 1123 (Sat, 14 Mar 2026 09:30:00 GMT). It is compiled on first use,
+// not when every program that links package replay starts.
+var timestamp = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:\s?(?:Z|[+-]\d{2}:?\d{2}))?(?:\s[A-Z]{2,5}\b)?)?` +
+		`|\b(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4} \d{2}:\d{2}:\d{2} (?:[A-Z]{2,5}|[+-]\d{4})`)
+})
 
 // TimestampPlaceholder is what [IgnoreTimestamps] writes in place of a
 // time.
@@ -138,7 +142,7 @@ func canonicalTimes(s string) string {
 	if !strings.ContainsAny(s, "0123456789") {
 		return s
 	}
-	return timestamp.ReplaceAllString(s, TimestampPlaceholder)
+	return timestamp().ReplaceAllString(s, TimestampPlaceholder)
 }
 
 // SortList is a normaliser that sorts the array at path in both inputs

@@ -930,13 +930,15 @@ func checkNames(fn, agentName, runID string, scrub []trace.Scrubber) error {
 	return nil
 }
 
-var unsafeAgentChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+// unsafeAgentChars is compiled on first use, not when every program that
+// links package replay starts.
+var unsafeAgentChars = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[^A-Za-z0-9._-]+`) })
 
 // DefaultPath is where [SaveTo]("") saves a run: .stepfork/traces/<agent>-<run
 // id>.sftrace, with every run of characters outside [A-Za-z0-9._-] in the
 // agent name replaced by '-' (stepfork's rule; "agent" when nothing is left).
 func DefaultPath(agent, runID string) string {
-	safe := strings.Trim(unsafeAgentChars.ReplaceAllString(agent, "-"), "-")
+	safe := strings.Trim(unsafeAgentChars().ReplaceAllString(agent, "-"), "-")
 	if safe == "" {
 		safe = "agent"
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -67,7 +68,9 @@ type buildWire struct {
 	Go            string `json:"go,omitempty"`
 }
 
-var revisionPattern = regexp.MustCompile(`^[0-9a-f]{7,64}$`)
+// revisionPattern is compiled on first use, not when every program that
+// links package trace starts (the stepfork CLI never marshals a build).
+var revisionPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9a-f]{7,64}$`) })
 
 // MarshalBuild encodes b as the [BuildFile]. The module is required; a
 // revision must be lowercase hexadecimal (a commit hash or a prefix of one
@@ -109,7 +112,7 @@ func (b Build) check() error {
 	switch {
 	case strings.TrimSpace(b.Module) == "":
 		return fmt.Errorf("%s: the module is empty", BuildFile)
-	case b.Revision != "" && !revisionPattern.MatchString(b.Revision):
+	case b.Revision != "" && !revisionPattern().MatchString(b.Revision):
 		return fmt.Errorf("%s: revision %q is not a commit hash (7 to 64 lowercase hexadecimal digits)", BuildFile, b.Revision)
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // Credentials in free text: the patterns RedactString replaces.
@@ -87,11 +88,39 @@ var caseless = []struct {
 	group uint32
 }{{"bearer", gBearer}, {"basic", gBasic}}
 
-// anchorPairs is a filter of the first two bytes of the anchors: bit c2 of
-// anchorPairs[c1] is set when some anchor starts with c1 c2 (every anchor
-// is at least three bytes long), or when c1 c2 end a key that names a
-// secret (kvEnds).
-var anchorPairs, kvEnds = func() (t, kv [256][4]uint64) {
+// anchorTables are anchorMask's filters, built on first use rather than
+// when every program that links package trace starts (most never redact).
+type anchorTables struct {
+	// pairs is a filter of the first two bytes of the anchors: bit c2 of
+	// pairs[c1] is set when some anchor starts with c1 c2 (every anchor is
+	// at least three bytes long), or when c1 c2 end a key that names a
+	// secret (kvEnds).
+	pairs, kvEnds [256][4]uint64
+	// byFirst lists the anchors by their first byte.
+	byFirst [256][]int
+}
+
+var (
+	anchorsOnce  sync.Once
+	anchorsBuilt atomic.Pointer[anchorTables]
+)
+
+// anchors returns the anchor tables, building them on first use. It is
+// inlined: once they are built, it costs anchorMask one load.
+func anchors() *anchorTables {
+	if at := anchorsBuilt.Load(); at != nil {
+		return at
+	}
+	return buildAnchors()
+}
+
+func buildAnchors() *anchorTables {
+	anchorsOnce.Do(func() { anchorsBuilt.Store(newAnchorTables()) })
+	return anchorsBuilt.Load()
+}
+
+func newAnchorTables() *anchorTables {
+	at := new(anchorTables)
 	set := func(t *[256][4]uint64, a string) { t[a[0]][a[1]>>6] |= 1 << (a[1] & 63) }
 	anyCase := func(t *[256][4]uint64, a string) {
 		for _, c1 := range []byte{a[0], a[0] - 'a' + 'A'} {
@@ -101,25 +130,20 @@ var anchorPairs, kvEnds = func() (t, kv [256][4]uint64) {
 		}
 	}
 	for _, a := range credentialAnchors {
-		set(&t, a.s)
+		set(&at.pairs, a.s)
 	}
 	for _, a := range caseless {
-		anyCase(&t, a.s)
+		anyCase(&at.pairs, a.s)
 	}
 	for _, suf := range secretKeySuffixes {
-		anyCase(&t, suf[len(suf)-2:])
-		anyCase(&kv, suf[len(suf)-2:])
+		anyCase(&at.pairs, suf[len(suf)-2:])
+		anyCase(&at.kvEnds, suf[len(suf)-2:])
 	}
-	return t, kv
-}()
-
-// anchorsByFirst lists the anchors by their first byte.
-var anchorsByFirst = func() (t [256][]int) {
 	for i, a := range credentialAnchors {
-		t[a.s[0]] = append(t[a.s[0]], i)
+		at.byFirst[a.s[0]] = append(at.byFirst[a.s[0]], i)
 	}
-	return t
-}()
+	return at
+}
 
 func pairIn(t *[256][4]uint64, c, d byte) bool { return t[c][d>>6]&(1<<(d&63)) != 0 }
 
@@ -127,13 +151,14 @@ func pairIn(t *[256][4]uint64, c, d byte) bool { return t[c][d>>6]&(1<<(d&63)) !
 // a pattern whose group is not set cannot match s. gKV is set when a
 // key=value secret is there (nextKeyValue finds one).
 func anchorMask(s string) uint32 {
+	at := anchors()
 	var mask uint32
 	for i := 0; i+1 < len(s); i++ {
 		c, d := s[i], s[i+1]
-		if !pairIn(&anchorPairs, c, d) {
+		if !pairIn(&at.pairs, c, d) {
 			continue
 		}
-		if mask&gKV == 0 && pairIn(&kvEnds, c, d) && keyValueAt(s, i+2) {
+		if mask&gKV == 0 && pairIn(&at.kvEnds, c, d) && keyValueAt(s, i+2) {
 			mask |= gKV
 		}
 		if i+2 >= len(s) {
@@ -147,7 +172,7 @@ func anchorMask(s string) uint32 {
 			}
 			continue
 		}
-		for _, k := range anchorsByFirst[c] {
+		for _, k := range at.byFirst[c] {
 			a := &credentialAnchors[k]
 			if a.s[1] != d || !strings.HasPrefix(s[i:], a.s) {
 				continue
@@ -594,6 +619,7 @@ func redactKeyValues(s string) string {
 // quoted and the value is not (a number in JSON text), so that JSON text
 // stays JSON.
 func nextKeyValue(s string, from int) (start, end int, repl string) {
+	kvEnds := &anchors().kvEnds
 	for i := from; i < len(s); i++ {
 		k := strings.IndexAny(s[i:], "=:")
 		if k < 0 {
@@ -623,7 +649,7 @@ func nextKeyValue(s string, from int) (start, end int, repl string) {
 		for k > from && isKeyByte(s[k-1]) {
 			k--
 		}
-		if j-k < 2 || !pairIn(&kvEnds, s[j-2], s[j-1]) || !namesSecret(s[k:j]) {
+		if j-k < 2 || !pairIn(kvEnds, s[j-2], s[j-1]) || !namesSecret(s[k:j]) {
 			continue
 		}
 		if start, end, valueQuoted, ok := secretValue(s, i+1, c == '=' || keyQuote != "", keyQuote); ok {

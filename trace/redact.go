@@ -225,7 +225,9 @@ func RedactValue(v Value, scrub ...Scrubber) (Value, []Finding) {
 	return v, nil // a number, a boolean or null: nothing to redact
 }
 
-var redactedValue = StringValue(Redacted)
+// redactedValue is StringValue(Redacted), written out so that no program
+// quotes it when it starts.
+var redactedValue = Value{`"` + Redacted + `"`}
 
 // A redactor is one descent of RedactValue through the canonical text of
 // a value: it reads every string and key once, decides there whether it

@@ -533,3 +533,13 @@ func TestRedactBearerJoined(t *testing.T) {
 		}
 	}
 }
+
+// TestRedactedValue checks that the value written in place of a redacted
+// one, which the package spells out rather than quoting at start-up, is
+// what StringValue makes of Redacted.
+func TestRedactedValue(t *testing.T) {
+	t.Parallel()
+	if want := StringValue(Redacted); redactedValue != want {
+		t.Errorf("redactedValue = %s, want %s", redactedValue.Canonical(), want.Canonical())
+	}
+}

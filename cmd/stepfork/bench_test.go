@@ -172,3 +172,74 @@ func lastLine(s string) string {
 	s = strings.TrimSuffix(s, "\n")
 	return s[strings.LastIndexByte(s, '\n')+1:]
 }
+
+// BenchmarkCLIStart runs the built binary on the cheapest commands, whose
+// cost is mostly the process's start (the runtime's, then every package
+// initializer of the binary, whichever command runs): --help, which reads
+// nothing, and validate --verify-integrity of a one-call bundle (4
+// events). It reports the CPU time of the process (cpu-ns/op, from its
+// rusage, to the microsecond) and, from one run under
+// GODEBUG=inittrace=1, what the package initializers allocated before
+// main: init-allocs/op and init-B/op, which unlike the times do not
+// depend on the machine's load.
+func BenchmarkCLIStart(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		args func(b *testing.B) []string
+	}{
+		{"help", func(*testing.B) []string { return []string{"--help"} }},
+		{"validate-integrity/events=4", func(b *testing.B) []string {
+			return []string{"validate", "--verify-integrity", benchBundle(b, 1, false)}
+		}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			args := c.args(b)
+			allocs, bytes := initAllocs(b, args)
+			var cpu time.Duration
+			for b.Loop() {
+				cmd := exec.Command(binary, args...)
+				cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+				if err := cmd.Run(); err != nil {
+					b.Fatalf("stepfork %v: %v", args, err)
+				}
+				cpu += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+			}
+			b.ReportMetric(float64(cpu)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(allocs), "init-allocs/op")
+			b.ReportMetric(float64(bytes), "init-B/op")
+		})
+	}
+}
+
+// initAllocs runs the binary with args under GODEBUG=inittrace=1 and
+// returns the allocations and bytes its package initializers made, summed
+// over the lines the runtime writes for them ("init PKG @… ms, … ms clock,
+// N bytes, M allocs").
+func initAllocs(b *testing.B, args []string) (allocs, bytes int64) {
+	b.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), "GODEBUG=inittrace=1")
+	var stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
+	if err := cmd.Run(); err != nil {
+		b.Fatalf("stepfork %v: %v\n%s", args, err, stderr.String())
+	}
+	lines := 0
+	for line := range strings.Lines(stderr.String()) {
+		if !strings.HasPrefix(line, "init ") {
+			continue
+		}
+		_, counts, ok := strings.Cut(line, " clock, ")
+		var n, m int64
+		if !ok {
+			b.Fatalf("inittrace line %q", line)
+		} else if _, err := fmt.Sscanf(counts, "%d bytes, %d allocs", &n, &m); err != nil {
+			b.Fatalf("inittrace line %q: %v", line, err)
+		}
+		bytes, allocs, lines = bytes+n, allocs+m, lines+1
+	}
+	if lines == 0 {
+		b.Fatalf("stepfork %v under GODEBUG=inittrace=1 wrote no init lines:\n%s", args, stderr.String())
+	}
+	return allocs, bytes
+}

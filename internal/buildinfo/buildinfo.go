@@ -154,12 +154,15 @@ func FuncName(pc uintptr) string {
 
 // pseudoVersion matches the tail of a pseudo-version: its UTC time and the
 // 12-digit revision prefix (vX.Y.Z-yyyymmddhhmmss-abcdef123456, with the
-// forms vX.Y.Z-pre.0.… and vX.Y.(Z+1)-0.…).
-var pseudoVersion = regexp.MustCompile(`[-.](\d{14})-([0-9a-f]{12})(?:\+incompatible)?$`)
+// forms vX.Y.Z-pre.0.… and vX.Y.(Z+1)-0.…). It and hashPattern are compiled
+// on first use, not when every program that links package replay starts.
+var pseudoVersion = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`[-.](\d{14})-([0-9a-f]{12})(?:\+incompatible)?$`)
+})
 
 // pseudo is the revision and time a pseudo-version holds, or "".
 func pseudo(v string) (string, time.Time) {
-	m := pseudoVersion.FindStringSubmatch(v)
+	m := pseudoVersion().FindStringSubmatch(v)
 	if m == nil {
 		return "", time.Time{}
 	}
@@ -204,7 +207,7 @@ func modulePath(gomod []byte) string {
 	return ""
 }
 
-var hashPattern = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
+var hashPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`) })
 
 // gitHead is the commit HEAD names in the git repository holding dir, and
 // its commit time when the commit is stored as a loose object; "" when dir
@@ -255,7 +258,7 @@ func gitHead(dir string) (string, time.Time) {
 		}
 		rev = resolveRef(gitDir, common, strings.TrimSpace(ref))
 	}
-	if !hashPattern.MatchString(rev) {
+	if !hashPattern().MatchString(rev) {
 		return "", time.Time{}
 	}
 	return rev, commitTime(common, rev)

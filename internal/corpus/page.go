@@ -3,13 +3,19 @@ package corpus
 import (
 	"html/template"
 	"io"
+	"sync"
 
 	"github.com/stepfork/stepfork/internal/usd"
 )
 
 // pageTmpl is the self-contained page of a merged report: no script, no
-// style sheet or font from elsewhere, readable from file://.
-var pageTmpl = template.Must(template.New("report").Funcs(template.FuncMap{"usd": usd.Format}).Parse(`<!doctype html>
+// style sheet or font from elsewhere, readable from file://. It is parsed
+// on first use, not when every program that links this package starts.
+var pageTmpl = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("report").Funcs(template.FuncMap{"usd": usd.Format}).Parse(pageText))
+})
+
+const pageText = `<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>stepfork corpus report</title>
@@ -34,7 +40,7 @@ td.div{font-family:ui-monospace,Menlo,monospace;font-size:12px;word-break:break-
 {{end}}</tbody></table></section>
 {{end}}{{if .Unused}}<section><h2>{{len .Unused}} bundle(s) no test used</h2><ul>{{range .Unused}}<li>{{.}}</li>{{end}}</ul></section>{{end}}
 </body></html>
-`))
+`
 
 type pageCorpus struct {
 	Name                  string
@@ -98,5 +104,5 @@ func (r *Report) HTML(w io.Writer, problem string, unused []string, clean func(s
 		}
 		data.Corpora = append(data.Corpora, pc)
 	}
-	return pageTmpl.Execute(w, data)
+	return pageTmpl().Execute(w, data)
 }

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/stepfork/stepfork/internal/failures"
@@ -53,8 +54,8 @@ type pageFailure struct {
 }
 
 // stepNamed finds the first step number a message names: "step 9",
-// "steps 7–8".
-var stepNamed = regexp.MustCompile(`\bsteps? (\d+)`)
+// "steps 7–8". It is compiled on first use.
+var stepNamed = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\bsteps? (\d+)`) })
 
 // WithFailures makes p the page of a failed test: its failed assertions
 // first, each with its message and a link to the step it is about (the one
@@ -66,7 +67,7 @@ func (p *Page) WithFailures(fs []failures.Failure) *Page {
 	p.TestFailed = true
 	for _, f := range fs {
 		pf := pageFailure{Failure: f, Step: f.Step}
-		if m := stepNamed.FindStringSubmatch(f.Message); pf.Step < 0 && m != nil {
+		if m := stepNamed().FindStringSubmatch(f.Message); pf.Step < 0 && m != nil {
 			pf.Step, _ = strconv.Atoi(m[1])
 		}
 		switch {
@@ -236,7 +237,7 @@ func (p *Page) Render(w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return pageTemplate.Execute(w, &pageData{Page: p, Data: template.JS(head), Rest: template.JS(rest), Payloads: template.JS(payloads), CSS: css, JS: js})
+	return pageTemplate().Execute(w, &pageData{Page: p, Data: template.JS(head), Rest: template.JS(rest), Payloads: template.JS(payloads), CSS: css(), JS: js()})
 }
 
 // derive computes what the page shows from values, once they are

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"html/template"
 	"strings"
+	"sync"
 
 	"github.com/stepfork/stepfork/internal/usd"
 	"github.com/stepfork/stepfork/trace"
@@ -15,10 +16,16 @@ import (
 //go:embed assets/page.html assets/view.css assets/view.js
 var assets embed.FS
 
+// The style sheet, the script and the page's template are read and parsed
+// on first use, not when every program that links this package starts
+// (parsing the template was the largest part of the stepfork CLI's start,
+// for every command).
 var (
-	css          = template.CSS(mustRead("assets/view.css"))
-	js           = template.JS(mustRead("assets/view.js"))
-	pageTemplate = template.Must(template.New("page.html").Funcs(funcs).ParseFS(assets, "assets/page.html"))
+	css          = sync.OnceValue(func() template.CSS { return template.CSS(mustRead("assets/view.css")) })
+	js           = sync.OnceValue(func() template.JS { return template.JS(mustRead("assets/view.js")) })
+	pageTemplate = sync.OnceValue(func() *template.Template {
+		return template.Must(template.New("page.html").Funcs(funcs).ParseFS(assets, "assets/page.html"))
+	})
 )
 
 func mustRead(name string) string {

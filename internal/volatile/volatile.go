@@ -13,25 +13,32 @@ package volatile
 import (
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // Patterns match the volatile values, each with the name of its kind and
 // a test that a string cannot hold one (a cheap look before the regexp).
 // Numbered says whether a rendering gives each distinct value its own
 // placeholder (<run-1>, <run-2>): ids are identities, while two equal
-// times are a coincidence (<time>).
-var Patterns = []struct {
+// times are a coincidence (<time>). They are compiled on first use, not
+// when every program that links this package starts.
+var Patterns = sync.OnceValue(func() []Pattern {
+	return []Pattern{
+		{"run", regexp.MustCompile(`\brun_[0-9a-f]{32}\b`), func(s string) bool { return !strings.Contains(s, "run_") }, true},
+		{"evt", regexp.MustCompile(`\bevt_[0-9a-f]{32}\b`), func(s string) bool { return !strings.Contains(s, "evt_") }, true},
+		{"uuid", regexp.MustCompile(`\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b`), func(s string) bool { return strings.Count(s, "-") < 4 }, true},
+		{"time", regexp.MustCompile(`\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})`), func(s string) bool {
+			return strings.Count(s, "-") < 2 || strings.Count(s, ":") < 2
+		}, false},
+	}
+})
+
+// Pattern is one of [Patterns].
+type Pattern struct {
 	Name     string
 	Re       *regexp.Regexp
 	none     func(s string) bool
 	Numbered bool
-}{
-	{"run", regexp.MustCompile(`\brun_[0-9a-f]{32}\b`), func(s string) bool { return !strings.Contains(s, "run_") }, true},
-	{"evt", regexp.MustCompile(`\bevt_[0-9a-f]{32}\b`), func(s string) bool { return !strings.Contains(s, "evt_") }, true},
-	{"uuid", regexp.MustCompile(`\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b`), func(s string) bool { return strings.Count(s, "-") < 4 }, true},
-	{"time", regexp.MustCompile(`\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})`), func(s string) bool {
-		return strings.Count(s, "-") < 2 || strings.Count(s, ":") < 2
-	}, false},
 }
 
 // Blank replaces every volatile value in s by "<kind>".
@@ -39,7 +46,7 @@ func Blank(s string) string {
 	if len(s) < 16 {
 		return s // shorter than any volatile value
 	}
-	for _, p := range Patterns {
+	for _, p := range Patterns() {
 		if !p.none(s) && p.Re.MatchString(s) {
 			s = p.Re.ReplaceAllLiteralString(s, "<"+p.Name+">")
 		}
@@ -56,7 +63,7 @@ func (n *Numbering) Replace(s string, minted map[string]string) string {
 	if len(s) < 16 {
 		return s // shorter than any pattern's value
 	}
-	for _, p := range Patterns {
+	for _, p := range Patterns() {
 		if p.none(s) || !p.Re.MatchString(s) {
 			continue
 		}
