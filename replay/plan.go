@@ -92,6 +92,7 @@ type Prepared struct {
 	queues   [][]int32           // indexes in markers, in order
 	kids     []int32             // children of event i: kids[kidAt[i]:kidAt[i+1]]
 	kidAt    []int32
+	parent   []int32 // index of event i's parent (the first event with its parent id, if before it), -1
 	rootID   string
 	index    map[string]int32 // event id → index of its first event with that id
 	// byKey and keyCalls index the calls by matchKey, built on the first
@@ -166,6 +167,7 @@ func prepare(base *trace.Trace) *Prepared {
 	}
 	// Children in compressed form: parents precede their children.
 	parent := make([]int32, n)
+	p.parent = parent
 	p.kidAt = make([]int32, n+1)
 	for i := range evs {
 		parent[i] = -1
@@ -233,6 +235,14 @@ func prepare(base *trace.Trace) *Prepared {
 		case ev.Type == trace.StateChange && !ev.IsMarker():
 			p.writes++
 		case ev.IsMarker():
+			if ev.Key == trace.MarkerNode && lanes == nil {
+				// Recorded nodes are looked up only in a base with lanes
+				// (nodeCPLocked, groups.go): without lanes neither the
+				// markers nor their queues would ever be read, and a run
+				// of 1,000 nodes would parse 2,000 markers and queue
+				// 1,000 names for nothing.
+				continue
+			}
 			m, _ := ev.Marker()
 			if m.Key == trace.MarkerNode && m.Phase != trace.PhaseEnter {
 				continue
@@ -309,14 +319,23 @@ func (p *Prepared) hashesOf(i int) (in, out string) {
 		return ev.InputHash, ev.OutputHash
 	}
 	var buf [2 * 2 * sha256.Size]byte
-	in, out = payloadHashes(buf[:0], ev)
-	// Where the recorded hashes are right, keep the event's own strings
-	// rather than a second copy of each.
-	if in == ev.InputHash {
-		in = ev.InputHash
-	}
-	if out == ev.OutputHash {
-		out = ev.OutputHash
+	b, na := appendPayloadHashes(buf[:0], ev)
+	if string(b[:na]) == ev.InputHash && string(b[na:]) == ev.OutputHash {
+		// The recorded hashes are right (the rule for a saved base): keep
+		// the event's own strings, without a string of the computed ones
+		// to compare and drop.
+		in, out = ev.InputHash, ev.OutputHash
+	} else {
+		str := string(b)
+		in, out = str[:na], str[na:]
+		// Where one recorded hash is right, keep the event's own string
+		// rather than a second copy.
+		if in == ev.InputHash {
+			in = ev.InputHash
+		}
+		if out == ev.OutputHash {
+			out = ev.OutputHash
+		}
 	}
 	if st.CompareAndSwap(0, 1) {
 		p.hashes[i] = [2]string{in, out}
@@ -437,6 +456,17 @@ func (p *Prepared) vouched(i int) bool {
 // payloadHashes computes the hashes of ev's payloads (what
 // ev.ExpectedHashes returns) in one allocation, using buf as scratch.
 func payloadHashes(buf []byte, ev *trace.Event) (in, out string) {
+	b, na := appendPayloadHashes(buf, ev)
+	if len(b) == 0 {
+		return "", ""
+	}
+	s := string(b)
+	return s[:na], s[na:]
+}
+
+// appendPayloadHashes appends the hashes of ev's payloads to buf, the
+// input's ending at na.
+func appendPayloadHashes(buf []byte, ev *trace.Event) (_ []byte, na int) {
 	var a, b trace.Value
 	switch ev.Type {
 	case trace.RunStart, trace.LLMRequest, trace.ToolCall:
@@ -449,13 +479,8 @@ func payloadHashes(buf []byte, ev *trace.Event) (in, out string) {
 		b = ev.Details
 	}
 	buf = appendHash(buf, a)
-	na := len(buf)
-	buf = appendHash(buf, b)
-	if len(buf) == 0 {
-		return "", ""
-	}
-	s := string(buf)
-	return s[:na], s[na:]
+	na = len(buf)
+	return appendHash(buf, b), na
 }
 
 // appendHash appends trace.Hash(v) to dst (nothing for an absent value).
@@ -520,9 +545,8 @@ func (p *Prepared) redactionsOf(b *trace.Event, found []string, entries []trace.
 // two nodes of the same name are told apart only by their order.
 func (p *Prepared) scopeOf(i int) string {
 	p.pathsOnce.Do(p.computePaths)
-	evs := p.base.Events
-	j, ok := p.index[evs[i].ParentID]
-	if !ok || int(j) >= i || evs[i].ParentID == "" {
+	j := p.parent[i]
+	if j < 0 {
 		return ""
 	}
 	return p.paths[j]
@@ -539,7 +563,7 @@ func (p *Prepared) computePaths() {
 			continue
 		}
 		up := ""
-		if j, ok := p.index[ev.ParentID]; ok && int(j) < i && ev.ParentID != "" {
+		if j := p.parent[i]; j >= 0 {
 			up = p.paths[j]
 		}
 		p.paths[i] = up + "/" + scopepath.Label(ev)
