@@ -305,3 +305,21 @@ func TestValueOfValueIsTraceValueOf(t *testing.T) {
 		require.Equal(t, want.Canonical(), got.Canonical())
 	}
 }
+
+// TestFillMarker checks that fillMarker sets every field trace.MarkerEvent
+// sets, for markers of every shape.
+func TestFillMarker(t *testing.T) {
+	v, err := trace.ParseValue([]byte(`{"a":[1,"x"]}`))
+	require.NoError(t, err)
+	for _, m := range []trace.Marker{
+		{Key: trace.MarkerNode, Name: "n", Phase: trace.PhaseEnter},
+		{Key: trace.MarkerNode, Name: "n", Phase: trace.PhaseExit, Status: trace.NodeStatusFail, Error: "boom"},
+		{Key: trace.MarkerRead, Name: "k"},
+		{Key: trace.MarkerDecision, Name: "route", Kind: trace.KindApproval, Value: v, Forced: true},
+		{Key: trace.MarkerEffect, Name: "e", ErrorType: "E", Error: "msg"},
+	} {
+		var ev trace.Event
+		fillMarker(&ev, m)
+		require.Equal(t, trace.MarkerEvent(m), ev, "%+v", m)
+	}
+}

@@ -35,9 +35,7 @@ func Node(ctx context.Context, name string, fn func(context.Context) error) erro
 	s := sc.s
 	gid := goid()
 	s.mu.Lock()
-	ev := trace.MarkerEvent(trace.Marker{Key: trace.MarkerNode, Name: name, Phase: trace.PhaseEnter})
-	ev.ParentID = sc.parent
-	enter := s.appendLocked(&ev)
+	enter := s.appendMarkerLocked(trace.Marker{Key: trace.MarkerNode, Name: name, Phase: trace.PhaseEnter}, sc.parent)
 	lane := s.laneLocked(sc, gid)
 	s.noteLaneLocked(enter, lane)
 	cp := s.nodeCPLocked(sc, gid, lane, name)
@@ -49,10 +47,8 @@ func Node(ctx context.Context, name string, fn func(context.Context) error) erro
 		if err != nil {
 			m.Status, m.Error = trace.NodeStatusFail, errorMessage(err, errorType(err))
 		}
-		ev := trace.MarkerEvent(m)
-		ev.ParentID = enter
 		s.mu.Lock()
-		s.appendLocked(&ev)
+		s.appendMarkerLocked(m, enter)
 		if x, ok := s.exitOf(cp); ok {
 			s.noteCPLocked(s.log.n-1, x)
 		}
@@ -192,6 +188,24 @@ func (s *session) exitOf(enter int32) (int32, bool) {
 
 var redactedValue = trace.StringValue(trace.Redacted)
 
+// appendMarkerLocked appends the marker m under parent, built in the
+// session's next event (see newEventLocked) rather than copied there.
+func (s *session) appendMarkerLocked(m trace.Marker, parent string) string {
+	ev := s.newEventLocked()
+	fillMarker(ev, m)
+	ev.ParentID = parent
+	return s.commitLocked(ev, nil)
+}
+
+// fillMarker sets, in a zero event, the fields trace.MarkerEvent(m) sets
+// (markers_test.go checks that they are all): a field at a time, where
+// assigning the whole event would copy its 416 bytes into the session's
+// log through the write barriers of its every pointer.
+func fillMarker(ev *trace.Event, m trace.Marker) {
+	mk := trace.MarkerEvent(m)
+	ev.Type, ev.Status, ev.ReplayPolicy, ev.Key, ev.Before, ev.After = mk.Type, mk.Status, mk.ReplayPolicy, mk.Key, mk.Before, mk.After
+}
+
 // Read returns the value of state key that the agent holds as current. It
 // is the seam through which a fork patches state: a Director may answer the
 // read with another value (recorded as a state_change from current to the
@@ -285,9 +299,7 @@ func (s *session) readLocked(sc *scope, gid uint64, key string) {
 			}
 		}
 	}
-	ev := trace.MarkerEvent(trace.Marker{Key: trace.MarkerRead, Name: key})
-	ev.ParentID = sc.parent
-	id := s.appendLocked(&ev)
+	id := s.appendMarkerLocked(trace.Marker{Key: trace.MarkerRead, Name: key}, sc.parent)
 	s.noteLaneLocked(id, lane)
 	s.noteCPLocked(s.log.n-1, matched)
 }
@@ -592,10 +604,8 @@ func (s *session) marker(sc *scope, kind CallKind, name string, computed trace.V
 		m.Value, m.ErrorType = trace.Value{}, errorType(e)
 		m.Error = errorMessage(e, m.ErrorType)
 	}
-	ev := trace.MarkerEvent(m)
-	ev.ParentID = sc.parent
 	s.mu.Lock()
-	id := s.appendLocked(&ev)
+	id := s.appendMarkerLocked(m, sc.parent)
 	s.noteLaneLocked(id, lane)
 	s.noteCPLocked(s.log.n-1, matched)
 	s.noteDirectedLocked(seq, s.log.n-1)
