@@ -3,7 +3,9 @@ package replay
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -322,4 +324,57 @@ func TestFillMarker(t *testing.T) {
 		fillMarker(&ev, m)
 		require.Equal(t, trace.MarkerEvent(m), ev, "%+v", m)
 	}
+}
+
+// nodeMarkers are the node markers of name that Node writes.
+func nodeMarkers(name string) []trace.Marker {
+	return []trace.Marker{
+		{Key: trace.MarkerNode, Name: name, Phase: trace.PhaseEnter},
+		{Key: trace.MarkerNode, Name: name, Phase: trace.PhaseExit, Status: trace.NodeStatusOK},
+		{Key: trace.MarkerNode, Name: name, Phase: trace.PhaseExit, Status: trace.NodeStatusFail, Error: "boom"},
+	}
+}
+
+// checkIsNodeMarker checks isNodeMarker against trace.MarkerEvent: it
+// takes a text for a marker only when that marker's text is that text,
+// and takes an enter or ok exit marker's own text when its name needs no
+// escaping.
+func checkIsNodeMarker(t *testing.T, a, b string) {
+	for _, ma := range nodeMarkers(a) {
+		text := trace.MarkerEvent(ma).After.Canonical()
+		for _, mb := range append(nodeMarkers(b), nodeMarkers(a)...) {
+			if isNodeMarker(text, &mb) {
+				require.Equal(t, trace.MarkerEvent(mb).After.Canonical(), text, "%+v taken for %+v", ma, mb)
+			}
+		}
+		plain := a != "" && utf8.ValidString(a) && !strings.ContainsAny(a, "\"\\") && !strings.ContainsFunc(a, func(r rune) bool { return r < 0x20 })
+		if plain && ma.Error == "" {
+			require.True(t, isNodeMarker(text, &ma), "%+v", ma)
+		}
+	}
+}
+
+func TestIsNodeMarker(t *testing.T) {
+	names := []string{"", "n0", "plan", "a b", "ünï", "<&>", "\x7f", "a\"b", "a\\b", "a\nb", "a\tb", "\x01", "\xff", "n0\",\"phase\":\"enter", "{", "n"}
+	for _, a := range names {
+		for _, b := range names {
+			checkIsNodeMarker(t, a, b)
+		}
+	}
+	// Not node markers.
+	for _, m := range []trace.Marker{
+		{Key: trace.MarkerRead, Name: "n0"},
+		{Key: trace.MarkerNode, Name: "n0", Phase: trace.PhaseEnter, Forced: true},
+		{Key: trace.MarkerNode, Name: "n0", Phase: trace.PhaseEnter, Kind: trace.KindDecision},
+	} {
+		text := trace.MarkerEvent(m).After.Canonical()
+		require.False(t, isNodeMarker(text, &m), "%+v", m)
+	}
+}
+
+func FuzzIsNodeMarker(f *testing.F) {
+	for _, s := range [][2]string{{"n0", "n0"}, {"a\"b", "a\\\"b"}, {"ü", "\xc3"}, {"x", "x\x00"}, {"", ""}} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, a, b string) { checkIsNodeMarker(t, a, b) })
 }

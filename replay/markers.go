@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -191,10 +192,57 @@ var redactedValue = trace.StringValue(trace.Redacted)
 // appendMarkerLocked appends the marker m under parent, built in the
 // session's next event (see newEventLocked) rather than copied there.
 func (s *session) appendMarkerLocked(m trace.Marker, parent string) string {
+	if s.aligned && s.plan != nil && s.log.n < len(s.plan.base.Events) {
+		if b := &s.plan.base.Events[s.log.n]; b.Type == trace.StateChange && b.Key == m.Key && isNodeMarker(b.After.Canonical(), &m) {
+			// The base's marker at this place is this one: its text, not
+			// a new copy of it (which commitLocked would replace by the
+			// base's anyway), so that a replay that follows its base
+			// writes its nodes without allocating.
+			ev := s.newEventLocked()
+			ev.Type, ev.Status, ev.ReplayPolicy, ev.Key, ev.Before, ev.After = trace.StateChange, trace.StatusOK, trace.PolicyFrozen, m.Key, trace.NullValue, b.After
+			ev.ParentID = parent
+			return s.commitLocked(ev, nil)
+		}
+	}
 	ev := s.newEventLocked()
 	fillMarker(ev, m)
 	ev.ParentID = parent
 	return s.commitLocked(ev, nil)
+}
+
+// isNodeMarker reports whether text is the canonical text of the @node
+// marker m (what trace.MarkerEvent(m) holds) for an enter marker or an
+// exit marker with status ok whose name (not empty: MarkerEvent omits
+// an empty one) needs no escaping; false
+// otherwise, whatever text is (markers_test.go checks it against
+// trace.MarkerEvent).
+func isNodeMarker(text string, m *trace.Marker) bool {
+	if m.Key != trace.MarkerNode || m.Name == "" || m.Error != "" || m.ErrorType != "" || m.Kind != "" || m.Forced || !m.Value.IsAbsent() {
+		return false
+	}
+	var tail string
+	switch {
+	case m.Phase == trace.PhaseEnter && m.Status == "":
+		tail = `","phase":"enter"}`
+	case m.Phase == trace.PhaseExit && m.Status == trace.NodeStatusOK:
+		tail = `","phase":"exit","status":"ok"}`
+	default:
+		return false
+	}
+	const head = `{"name":"`
+	name := m.Name
+	if len(text) != len(head)+len(name)+len(tail) || text[:len(head)] != head ||
+		text[len(head):len(head)+len(name)] != name || text[len(head)+len(name):] != tail {
+		return false
+	}
+	// A name is written as it is when it is UTF-8 without control
+	// characters, quotes or backslashes (trace's canonical strings).
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c < 0x20 || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return utf8.ValidString(name)
 }
 
 // fillMarker sets, in a zero event, the fields trace.MarkerEvent(m) sets
