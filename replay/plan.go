@@ -95,12 +95,12 @@ type Prepared struct {
 	parent   []int32 // index of event i's parent (the first event with its parent id, if before it), -1
 	rootID   string
 	index    map[string]int32 // event id → index of its first event with that id
-	// byKey and keyCalls index the calls by matchKey, built on the first
+	// byKey and sameKey index the calls by matchKey, built on the first
 	// lookup (keyIndex): a faithful replay matches every call at the
 	// cursor and never needs them.
 	keysOnce sync.Once
-	byKey    map[matchKey]int32
-	keyCalls [][]int32 // indexes in calls with the same matchKey, in order
+	byKey    map[matchKey]int32 // the first call with the key
+	sameKey  []int32            // per call: the next call with its key, -1 for none
 	tools    map[string]bool
 	models   map[string]bool
 	laned    bool // some call belongs to a concurrent group (lane ≥ 1)
@@ -278,10 +278,15 @@ func (p *Prepared) addCall(r rec) {
 	p.calls = append(p.calls, r)
 }
 
-// keyIndex indexes the calls by identity and input, once.
+// keyIndex indexes the calls by identity and input, once: each key's
+// first call, and each call's next with its key (a list through the
+// calls, where a slice per key would take an allocation per distinct
+// input: a thousand for a run whose calls all differ).
 func (p *Prepared) keyIndex() {
 	p.keysOnce.Do(func() {
 		p.byKey = make(map[matchKey]int32, len(p.calls))
+		p.sameKey = make([]int32, len(p.calls))
+		last := make([]int32, len(p.calls)) // by a key's first call: its last so far
 		for i := range p.calls {
 			r := &p.calls[i]
 			ev := r.Call
@@ -291,13 +296,14 @@ func (p *Prepared) keyIndex() {
 			} else {
 				k.provider, k.model = ev.Provider, ev.Model
 			}
-			id, ok := p.byKey[k]
-			if !ok {
-				id = int32(len(p.keyCalls))
-				p.byKey[k] = id
-				p.keyCalls = append(p.keyCalls, nil)
+			p.sameKey[i] = -1
+			if first, ok := p.byKey[k]; ok {
+				p.sameKey[last[first]] = int32(i)
+				last[first] = int32(i)
+			} else {
+				p.byKey[k] = int32(i)
+				last[i] = int32(i)
 			}
-			p.keyCalls[id] = append(p.keyCalls[id], int32(i))
 		}
 	})
 }
@@ -613,7 +619,7 @@ type plan struct {
 	state      []uint8 // per call: callPending, callConsumed or callSkipped
 	markerDone []bool
 	next       []int32 // per marker queue: next position to look at
-	keyNext    []int32 // per matchKey: calls before it are all taken; nil until the first match
+	keyNext    []int32 // by a key's first call: 2 + the call its pending ones start from (-1: none), 0 for that first call; nil until the first match
 	cursor     int     // calls before cursor are all consumed or skipped
 	left       int     // calls neither consumed nor skipped
 	skipped    int     // calls skipped
@@ -725,20 +731,22 @@ func (p *plan) match(kind CallKind, name, provider, model string, input trace.Va
 		k.provider, k.model = provider, model
 	}
 	p.keyIndex()
-	id, ok := p.byKey[k]
+	first, ok := p.byKey[k]
 	if !ok {
 		return nil
 	}
 	if p.keyNext == nil {
-		p.keyNext = make([]int32, len(p.keyCalls))
+		p.keyNext = make([]int32, len(p.calls))
 	}
-	list := p.keyCalls[id]
-	start := p.keyNext[id]
-	for start < int32(len(list)) && p.state[list[start]] != callPending {
-		start++
+	start := first
+	if n := p.keyNext[first]; n != 0 {
+		start = n - 2
 	}
-	p.keyNext[id] = start
-	for _, c := range list[start:] {
+	for start >= 0 && p.state[start] != callPending {
+		start = p.sameKey[start]
+	}
+	p.keyNext[first] = start + 2
+	for c := start; c >= 0; c = p.sameKey[c] {
 		if p.state[c] != callPending {
 			continue
 		}
