@@ -378,3 +378,73 @@ func FuzzIsNodeMarker(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, a, b string) { checkIsNodeMarker(t, a, b) })
 }
+
+// checkContentClean checks contentClean against a redaction pass: an
+// event it takes for clean is kept as it is by the pass (or refused for a
+// credential in a protected field, which keeps it as it is too), and one
+// it does not holds something the pass changes once its protected fields
+// hold nothing.
+func checkContentClean(t *testing.T, ev trace.Event) {
+	t.Helper()
+	red, entries, err := trace.RedactEvent(ev)
+	if contentClean(&ev) {
+		require.Empty(t, entries, "%+v", ev)
+		if err == nil {
+			require.Equal(t, ev, red)
+		}
+		return
+	}
+	bare := ev
+	bare.ID, bare.RunID, bare.ParentID, bare.InputHash, bare.OutputHash, bare.Redactions = "", "", "", "", "", nil
+	_, entries, err = trace.RedactEvent(bare)
+	require.NoError(t, err)
+	require.NotEmpty(t, entries, "%+v: not clean, yet nothing to redact", ev)
+}
+
+func TestContentCleanAgreesWithRedaction(t *testing.T) {
+	t.Parallel()
+	const secret = "sk-proj-abcdefghijklmnop0123456789"
+	payloads := []string{
+		`null`, `{"v":1,"tag":"chain"}`, `"plain text"`, `"` + secret + `"`, `"glued` + secret + `word"`,
+		`{"password":"hunter2"}`, `{"a":{"b":[{"c":{"api_key":"x"}}]}}`, `{"p\u0061ssword":"x"}`,
+		`{"token":"[REDACTED]"}`, `["Bearer abcdefghijklmnopqrstuvwxyz012345"]`, `{"key":null}`,
+		`{"name":"n1","phase":"enter"}`, `{"max_tokens":5,"the key":"to it"}`, `"ghp_abcdefghijklmnopqrstuvwxyz0123456789"`,
+	}
+	strs := []string{"", "search", "n0_result", "password", "api_key", "note " + secret, "Authorization", "[REDACTED]"}
+	for _, p := range payloads {
+		v := trace.MustParse(p)
+		for _, s := range strs {
+			for _, ev := range []trace.Event{
+				{Type: trace.ToolCall, Name: s, Input: v},
+				{Type: trace.ToolResult, Name: "t", Output: v, Message: s},
+				{Type: trace.StateChange, Key: s, Before: trace.NullValue, After: v},
+				{Type: trace.ErrorEvent, ErrorType: s, Message: "m", Details: v},
+				{Type: trace.LLMRequest, Provider: s, Model: "m", Input: v},
+				{Type: trace.ToolResult, Name: "t", Output: v, ID: secret, ParentID: "evt_1"},
+				{Type: trace.StateChange, Key: "k", After: v, InputHash: secret, Redactions: []string{"/after"}},
+			} {
+				ev.RunID, ev.Status, ev.ReplayPolicy = "run_1", trace.StatusOK, trace.PolicyFrozen
+				checkContentClean(t, ev)
+			}
+		}
+	}
+}
+
+func FuzzContentClean(f *testing.F) {
+	f.Add(`{"v":1}`, "search", "evt_1")
+	f.Add(`{"a":["sk-proj-abcdefghijklmnop0123456789"]}`, "n", "")
+	f.Add(`{"secret":1}`, "ghp_abcdefghijklmnopqrstuvwxyz0123456789", "ghp_abcdefghijklmnopqrstuvwxyz0123456789")
+	f.Fuzz(func(t *testing.T, payload, name, id string) {
+		v, err := trace.ParseValue([]byte(payload))
+		if err != nil {
+			return
+		}
+		for _, ev := range []trace.Event{
+			{Type: trace.ToolResult, Name: name, Output: v, ID: id},
+			{Type: trace.StateChange, Key: name, Before: v, After: v, ParentID: id},
+			{Type: trace.ErrorEvent, Message: name, Details: v},
+		} {
+			checkContentClean(t, ev)
+		}
+	})
+}

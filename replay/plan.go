@@ -412,16 +412,23 @@ func (p *Prepared) contentCleanAt(i int) bool {
 	if p.vouched(i) {
 		return true
 	}
-	ev := &p.base.Events[i]
-	clean := cleanStrings(ev)
-	for _, v := range [...]trace.Value{ev.Input, ev.Output, ev.Before, ev.After, ev.Details} {
-		if !clean {
-			break
-		}
-		_, found := trace.RedactValue(v)
-		clean = len(found) == 0
+	return p.settle(i, eventContent, contentClean(&p.base.Events[i]))
+}
+
+// contentClean reports whether the fields of ev that a redaction pass
+// without scrubbers may change (its names, key, error and payloads) hold
+// nothing it would change: the pass then keeps ev as it is (or refuses
+// it for a credential in a protected field, keeping it as it is too).
+func contentClean(ev *trace.Event) bool {
+	if !cleanStrings(ev) {
+		return false
 	}
-	return p.settle(i, eventContent, clean)
+	for _, v := range [...]trace.Value{ev.Input, ev.Output, ev.Before, ev.After, ev.Details} {
+		if _, found := trace.RedactValue(v); len(found) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // inputCleanAt reports whether the input of the recorded call r holds
