@@ -448,3 +448,48 @@ func FuzzContentClean(f *testing.F) {
 		}
 	})
 }
+
+// TestStampedHashesAreThePayloads checks the hashes a session stamps,
+// from the memory of the payloads it hashed last too, against the
+// payloads' own: values passed on from call to call and state, repeated
+// and alternating, short and null.
+func TestStampedHashesAreThePayloads(t *testing.T) {
+	t.Parallel()
+	agentFrom := func(start int) Agent {
+		return func(ctx context.Context, _ trace.Value) (any, error) {
+			step := Tool("step", func(_ context.Context, in int) (int, error) { return in%3 + 1, nil })
+			cur := start
+			for i := range 40 {
+				err := Node(ctx, fmt.Sprintf("n%d", i%5), func(ctx context.Context) error {
+					out, err := step(ctx, cur)
+					if err != nil {
+						return err
+					}
+					cur = out
+					if err := Set(ctx, "k", map[string]int{"value": cur}); err != nil {
+						return err
+					}
+					return Set(ctx, fmt.Sprintf("k%d", i%7), []int{cur, i % 2})
+				})
+				if err != nil {
+					return nil, err
+				}
+			}
+			return cur, nil
+		}
+	}
+	res, err := Record(context.Background(), "hashes", nil, agentFrom(0))
+	require.NoError(t, err)
+	check := func(tr *trace.Trace) {
+		for _, ev := range tr.Events {
+			in, out := ev.ExpectedHashes()
+			require.Equal(t, in, ev.InputHash, "step %d (%s)", ev.Step, ev.Type)
+			require.Equal(t, out, ev.OutputHash, "step %d (%s)", ev.Step, ev.Type)
+		}
+	}
+	check(res.Trace)
+	// A replay that parts from its base at once stamps every event.
+	again, _ := Replay(context.Background(), res.Trace, agentFrom(1), Live("step"))
+	require.NotEqual(t, res.Trace.Events[2].ID, again.Trace.Events[2].ID)
+	check(again.Trace)
+}

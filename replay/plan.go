@@ -480,7 +480,15 @@ func payloadHashes(buf []byte, ev *trace.Event) (in, out string) {
 // appendPayloadHashes appends the hashes of ev's payloads to buf, the
 // input's ending at na.
 func appendPayloadHashes(buf []byte, ev *trace.Event) (_ []byte, na int) {
-	var a, b trace.Value
+	a, b := hashedPayloads(ev)
+	buf = appendHash(buf, a)
+	na = len(buf)
+	return appendHash(buf, b), na
+}
+
+// hashedPayloads are the payloads of ev that its input and output hashes
+// cover (absent for none).
+func hashedPayloads(ev *trace.Event) (a, b trace.Value) {
 	switch ev.Type {
 	case trace.RunStart, trace.LLMRequest, trace.ToolCall:
 		a = ev.Input
@@ -491,9 +499,7 @@ func appendPayloadHashes(buf []byte, ev *trace.Event) (_ []byte, na int) {
 	case trace.ErrorEvent:
 		b = ev.Details
 	}
-	buf = appendHash(buf, a)
-	na = len(buf)
-	return appendHash(buf, b), na
+	return a, b
 }
 
 // appendHash appends trace.Hash(v) to dst (nothing for an absent value).
@@ -502,6 +508,9 @@ func appendHash(dst []byte, v trace.Value) []byte {
 		return dst
 	}
 	c := v.Canonical()
+	if c == "null" {
+		return append(dst, nullHash...) // every marker's before, a deletion's after…
+	}
 	// The text itself, not a copy: Sum256 only reads it.
 	sum := sha256.Sum256(unsafe.Slice(unsafe.StringData(c), len(c)))
 	n := len(dst)
