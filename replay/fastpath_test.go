@@ -488,6 +488,14 @@ func TestStampedHashesAreThePayloads(t *testing.T) {
 		}
 	}
 	check(res.Trace)
+	// The first replay of a loaded base hashes the base's events (one of
+	// them recorded with wrong hashes), and keeps their right hashes.
+	loaded := *res.Trace
+	loaded.Events = append([]trace.Event(nil), res.Trace.Events...)
+	loaded.Events[5].InputHash, loaded.Events[5].OutputHash = nullHash, nullHash
+	same, err := Replay(context.Background(), &loaded, agentFrom(0))
+	require.NoError(t, err)
+	check(same.Trace)
 	// A replay that parts from its base at once stamps every event.
 	again, _ := Replay(context.Background(), res.Trace, agentFrom(1), Live("step"))
 	require.NotEqual(t, res.Trace.Events[2].ID, again.Trace.Events[2].ID)

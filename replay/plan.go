@@ -314,7 +314,12 @@ func (p *Prepared) children(i int) []int32 { return p.kids[p.kidAt[i]:p.kidAt[i+
 // hashesOf is the payload hashes of base event i (what ExpectedHashes
 // returns), computed once: the first session to need them stores them;
 // one that finds them being stored computes its own copy.
-func (p *Prepared) hashesOf(i int) (in, out string) {
+func (p *Prepared) hashesOf(i int) (in, out string) { return p.hashesFor(i, nil) }
+
+// hashesFor is hashesOf for session s, which hashes with the memory of
+// its last payloads (appendHashLocked) and whose lock is held; s nil for
+// none.
+func (p *Prepared) hashesFor(i int, s *session) (in, out string) {
 	st := &p.hashState[i]
 	if st.Load() == 2 {
 		h := &p.hashes[i]
@@ -325,7 +330,18 @@ func (p *Prepared) hashesOf(i int) (in, out string) {
 		return ev.InputHash, ev.OutputHash
 	}
 	var buf [2 * 2 * sha256.Size]byte
-	b, na := appendPayloadHashes(buf[:0], ev)
+	var (
+		b  []byte
+		na int
+	)
+	if s != nil {
+		pin, pout := hashedPayloads(ev)
+		b = s.appendHashLocked(buf[:0], pin)
+		na = len(b)
+		b = s.appendHashLocked(b, pout)
+	} else {
+		b, na = appendPayloadHashes(buf[:0], ev)
+	}
 	if string(b[:na]) == ev.InputHash && string(b[na:]) == ev.OutputHash {
 		// The recorded hashes are right (the rule for a saved base): keep
 		// the event's own strings, without a string of the computed ones

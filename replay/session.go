@@ -605,7 +605,7 @@ func (s *session) commitLocked(ev *trace.Event, clean *trace.Event) string {
 		if base := s.plan.base.Events; ev.Step < len(base) && (same || sameEvent(&base[ev.Step], ev)) {
 			// Same type and payloads: the base's hashes (computed once per
 			// Prepared, never trusted from the file) and its id.
-			ev.InputHash, ev.OutputHash = s.plan.hashesOf(ev.Step)
+			ev.InputHash, ev.OutputHash = s.plan.hashesFor(ev.Step, s)
 			b := &base[ev.Step]
 			ev.ID = b.ID
 			// The same payloads: keep the base's strings, so that the new
