@@ -809,13 +809,14 @@ func (s *session) appendResultLocked(ic *intercept, callID, model string, st tra
 		out = trace.NullValue
 	}
 	resCP, _ := s.resultCPs(ic.cp)
+	ev := s.newEventLocked() // built in place (see commitLocked)
 	if ic.kind == KindTool {
-		s.appendLocked(&trace.Event{Type: trace.ToolResult, ParentID: callID, Name: ic.name, Status: st, Output: out})
+		ev.Type, ev.ParentID, ev.Name, ev.Status, ev.Output = trace.ToolResult, callID, ic.name, st, out
+		s.commitLocked(ev, nil)
 		s.noteCPLocked(s.log.n-1, resCP)
 		return
 	}
-	defer func() { s.noteCPLocked(s.log.n-1, resCP) }()
-	ev := trace.Event{Type: trace.LLMResponse, ParentID: callID, Model: model, Status: st, Output: out, DurationMS: ms}
+	ev.Type, ev.ParentID, ev.Model, ev.Status, ev.Output, ev.DurationMS = trace.LLMResponse, callID, model, st, out, ms
 	if u != nil {
 		ev.PromptTokens, ev.CompletionTokens, ev.TotalTokens = nonZero(u.PromptTokens), nonZero(u.CompletionTokens), nonZero(u.TotalTokens)
 		if u.CostUSD > 0 {
@@ -823,7 +824,8 @@ func (s *session) appendResultLocked(ic *intercept, callID, model string, st tra
 			ev.CostUSD = &c
 		}
 	}
-	s.appendLocked(&ev)
+	s.commitLocked(ev, nil)
+	s.noteCPLocked(s.log.n-1, resCP)
 }
 
 // clonePtr is a pointer to a copy of *p, nil for nil.

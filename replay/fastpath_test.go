@@ -3,7 +3,9 @@ package replay
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -304,4 +306,198 @@ func TestValueOfValueIsTraceValueOf(t *testing.T) {
 		require.Equal(t, want, got, "%#v", v)
 		require.Equal(t, want.Canonical(), got.Canonical())
 	}
+}
+
+// TestFillMarker checks that fillMarker sets every field trace.MarkerEvent
+// sets, for markers of every shape.
+func TestFillMarker(t *testing.T) {
+	v, err := trace.ParseValue([]byte(`{"a":[1,"x"]}`))
+	require.NoError(t, err)
+	for _, m := range []trace.Marker{
+		{Key: trace.MarkerNode, Name: "n", Phase: trace.PhaseEnter},
+		{Key: trace.MarkerNode, Name: "n", Phase: trace.PhaseExit, Status: trace.NodeStatusFail, Error: "boom"},
+		{Key: trace.MarkerRead, Name: "k"},
+		{Key: trace.MarkerDecision, Name: "route", Kind: trace.KindApproval, Value: v, Forced: true},
+		{Key: trace.MarkerEffect, Name: "e", ErrorType: "E", Error: "msg"},
+	} {
+		var ev trace.Event
+		fillMarker(&ev, m)
+		require.Equal(t, trace.MarkerEvent(m), ev, "%+v", m)
+	}
+}
+
+// nodeMarkers are the node markers of name that Node writes.
+func nodeMarkers(name string) []trace.Marker {
+	return []trace.Marker{
+		{Key: trace.MarkerNode, Name: name, Phase: trace.PhaseEnter},
+		{Key: trace.MarkerNode, Name: name, Phase: trace.PhaseExit, Status: trace.NodeStatusOK},
+		{Key: trace.MarkerNode, Name: name, Phase: trace.PhaseExit, Status: trace.NodeStatusFail, Error: "boom"},
+	}
+}
+
+// checkIsNodeMarker checks isNodeMarker against trace.MarkerEvent: it
+// takes a text for a marker only when that marker's text is that text,
+// and takes an enter or ok exit marker's own text when its name needs no
+// escaping.
+func checkIsNodeMarker(t *testing.T, a, b string) {
+	for _, ma := range nodeMarkers(a) {
+		text := trace.MarkerEvent(ma).After.Canonical()
+		for _, mb := range append(nodeMarkers(b), nodeMarkers(a)...) {
+			if isNodeMarker(text, &mb) {
+				require.Equal(t, trace.MarkerEvent(mb).After.Canonical(), text, "%+v taken for %+v", ma, mb)
+			}
+		}
+		plain := a != "" && utf8.ValidString(a) && !strings.ContainsAny(a, "\"\\") && !strings.ContainsFunc(a, func(r rune) bool { return r < 0x20 })
+		if plain && ma.Error == "" {
+			require.True(t, isNodeMarker(text, &ma), "%+v", ma)
+		}
+	}
+}
+
+func TestIsNodeMarker(t *testing.T) {
+	names := []string{"", "n0", "plan", "a b", "ünï", "<&>", "\x7f", "a\"b", "a\\b", "a\nb", "a\tb", "\x01", "\xff", "n0\",\"phase\":\"enter", "{", "n"}
+	for _, a := range names {
+		for _, b := range names {
+			checkIsNodeMarker(t, a, b)
+		}
+	}
+	// Not node markers.
+	for _, m := range []trace.Marker{
+		{Key: trace.MarkerRead, Name: "n0"},
+		{Key: trace.MarkerNode, Name: "n0", Phase: trace.PhaseEnter, Forced: true},
+		{Key: trace.MarkerNode, Name: "n0", Phase: trace.PhaseEnter, Kind: trace.KindDecision},
+	} {
+		text := trace.MarkerEvent(m).After.Canonical()
+		require.False(t, isNodeMarker(text, &m), "%+v", m)
+	}
+}
+
+func FuzzIsNodeMarker(f *testing.F) {
+	for _, s := range [][2]string{{"n0", "n0"}, {"a\"b", "a\\\"b"}, {"ü", "\xc3"}, {"x", "x\x00"}, {"", ""}} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, a, b string) { checkIsNodeMarker(t, a, b) })
+}
+
+// checkContentClean checks contentClean against a redaction pass: an
+// event it takes for clean is kept as it is by the pass (or refused for a
+// credential in a protected field, which keeps it as it is too), and one
+// it does not holds something the pass changes once its protected fields
+// hold nothing.
+func checkContentClean(t *testing.T, ev trace.Event) {
+	t.Helper()
+	red, entries, err := trace.RedactEvent(ev)
+	if contentClean(&ev) {
+		require.Empty(t, entries, "%+v", ev)
+		if err == nil {
+			require.Equal(t, ev, red)
+		}
+		return
+	}
+	bare := ev
+	bare.ID, bare.RunID, bare.ParentID, bare.InputHash, bare.OutputHash, bare.Redactions = "", "", "", "", "", nil
+	_, entries, err = trace.RedactEvent(bare)
+	require.NoError(t, err)
+	require.NotEmpty(t, entries, "%+v: not clean, yet nothing to redact", ev)
+}
+
+func TestContentCleanAgreesWithRedaction(t *testing.T) {
+	t.Parallel()
+	const secret = "sk-proj-abcdefghijklmnop0123456789"
+	payloads := []string{
+		`null`, `{"v":1,"tag":"chain"}`, `"plain text"`, `"` + secret + `"`, `"glued` + secret + `word"`,
+		`{"password":"hunter2"}`, `{"a":{"b":[{"c":{"api_key":"x"}}]}}`, `{"p\u0061ssword":"x"}`,
+		`{"token":"[REDACTED]"}`, `["Bearer abcdefghijklmnopqrstuvwxyz012345"]`, `{"key":null}`,
+		`{"name":"n1","phase":"enter"}`, `{"max_tokens":5,"the key":"to it"}`, `"ghp_abcdefghijklmnopqrstuvwxyz0123456789"`,
+	}
+	strs := []string{"", "search", "n0_result", "password", "api_key", "note " + secret, "Authorization", "[REDACTED]"}
+	for _, p := range payloads {
+		v := trace.MustParse(p)
+		for _, s := range strs {
+			for _, ev := range []trace.Event{
+				{Type: trace.ToolCall, Name: s, Input: v},
+				{Type: trace.ToolResult, Name: "t", Output: v, Message: s},
+				{Type: trace.StateChange, Key: s, Before: trace.NullValue, After: v},
+				{Type: trace.ErrorEvent, ErrorType: s, Message: "m", Details: v},
+				{Type: trace.LLMRequest, Provider: s, Model: "m", Input: v},
+				{Type: trace.ToolResult, Name: "t", Output: v, ID: secret, ParentID: "evt_1"},
+				{Type: trace.StateChange, Key: "k", After: v, InputHash: secret, Redactions: []string{"/after"}},
+			} {
+				ev.RunID, ev.Status, ev.ReplayPolicy = "run_1", trace.StatusOK, trace.PolicyFrozen
+				checkContentClean(t, ev)
+			}
+		}
+	}
+}
+
+func FuzzContentClean(f *testing.F) {
+	f.Add(`{"v":1}`, "search", "evt_1")
+	f.Add(`{"a":["sk-proj-abcdefghijklmnop0123456789"]}`, "n", "")
+	f.Add(`{"secret":1}`, "ghp_abcdefghijklmnopqrstuvwxyz0123456789", "ghp_abcdefghijklmnopqrstuvwxyz0123456789")
+	f.Fuzz(func(t *testing.T, payload, name, id string) {
+		v, err := trace.ParseValue([]byte(payload))
+		if err != nil {
+			return
+		}
+		for _, ev := range []trace.Event{
+			{Type: trace.ToolResult, Name: name, Output: v, ID: id},
+			{Type: trace.StateChange, Key: name, Before: v, After: v, ParentID: id},
+			{Type: trace.ErrorEvent, Message: name, Details: v},
+		} {
+			checkContentClean(t, ev)
+		}
+	})
+}
+
+// TestStampedHashesAreThePayloads checks the hashes a session stamps,
+// from the memory of the payloads it hashed last too, against the
+// payloads' own: values passed on from call to call and state, repeated
+// and alternating, short and null.
+func TestStampedHashesAreThePayloads(t *testing.T) {
+	t.Parallel()
+	agentFrom := func(start int) Agent {
+		return func(ctx context.Context, _ trace.Value) (any, error) {
+			step := Tool("step", func(_ context.Context, in int) (int, error) { return in%3 + 1, nil })
+			cur := start
+			for i := range 40 {
+				err := Node(ctx, fmt.Sprintf("n%d", i%5), func(ctx context.Context) error {
+					out, err := step(ctx, cur)
+					if err != nil {
+						return err
+					}
+					cur = out
+					if err := Set(ctx, "k", map[string]int{"value": cur}); err != nil {
+						return err
+					}
+					return Set(ctx, fmt.Sprintf("k%d", i%7), []int{cur, i % 2})
+				})
+				if err != nil {
+					return nil, err
+				}
+			}
+			return cur, nil
+		}
+	}
+	res, err := Record(context.Background(), "hashes", nil, agentFrom(0))
+	require.NoError(t, err)
+	check := func(tr *trace.Trace) {
+		for _, ev := range tr.Events {
+			in, out := ev.ExpectedHashes()
+			require.Equal(t, in, ev.InputHash, "step %d (%s)", ev.Step, ev.Type)
+			require.Equal(t, out, ev.OutputHash, "step %d (%s)", ev.Step, ev.Type)
+		}
+	}
+	check(res.Trace)
+	// The first replay of a loaded base hashes the base's events (one of
+	// them recorded with wrong hashes), and keeps their right hashes.
+	loaded := *res.Trace
+	loaded.Events = append([]trace.Event(nil), res.Trace.Events...)
+	loaded.Events[5].InputHash, loaded.Events[5].OutputHash = nullHash, nullHash
+	same, err := Replay(context.Background(), &loaded, agentFrom(0))
+	require.NoError(t, err)
+	check(same.Trace)
+	// A replay that parts from its base at once stamps every event.
+	again, _ := Replay(context.Background(), res.Trace, agentFrom(1), Live("step"))
+	require.NotEqual(t, res.Trace.Events[2].ID, again.Trace.Events[2].ID)
+	check(again.Trace)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -35,9 +36,7 @@ func Node(ctx context.Context, name string, fn func(context.Context) error) erro
 	s := sc.s
 	gid := goid()
 	s.mu.Lock()
-	ev := trace.MarkerEvent(trace.Marker{Key: trace.MarkerNode, Name: name, Phase: trace.PhaseEnter})
-	ev.ParentID = sc.parent
-	enter := s.appendLocked(&ev)
+	enter := s.appendMarkerLocked(trace.Marker{Key: trace.MarkerNode, Name: name, Phase: trace.PhaseEnter}, sc.parent)
 	lane := s.laneLocked(sc, gid)
 	s.noteLaneLocked(enter, lane)
 	cp := s.nodeCPLocked(sc, gid, lane, name)
@@ -49,10 +48,8 @@ func Node(ctx context.Context, name string, fn func(context.Context) error) erro
 		if err != nil {
 			m.Status, m.Error = trace.NodeStatusFail, errorMessage(err, errorType(err))
 		}
-		ev := trace.MarkerEvent(m)
-		ev.ParentID = enter
 		s.mu.Lock()
-		s.appendLocked(&ev)
+		s.appendMarkerLocked(m, enter)
 		if x, ok := s.exitOf(cp); ok {
 			s.noteCPLocked(s.log.n-1, x)
 		}
@@ -192,6 +189,71 @@ func (s *session) exitOf(enter int32) (int32, bool) {
 
 var redactedValue = trace.StringValue(trace.Redacted)
 
+// appendMarkerLocked appends the marker m under parent, built in the
+// session's next event (see newEventLocked) rather than copied there.
+func (s *session) appendMarkerLocked(m trace.Marker, parent string) string {
+	if s.aligned && s.plan != nil && s.log.n < len(s.plan.base.Events) {
+		if b := &s.plan.base.Events[s.log.n]; b.Type == trace.StateChange && b.Key == m.Key && isNodeMarker(b.After.Canonical(), &m) {
+			// The base's marker at this place is this one: its text, not
+			// a new copy of it (which commitLocked would replace by the
+			// base's anyway), so that a replay that follows its base
+			// writes its nodes without allocating.
+			ev := s.newEventLocked()
+			ev.Type, ev.Status, ev.ReplayPolicy, ev.Key, ev.Before, ev.After = trace.StateChange, trace.StatusOK, trace.PolicyFrozen, m.Key, trace.NullValue, b.After
+			ev.ParentID = parent
+			return s.commitLocked(ev, nil)
+		}
+	}
+	ev := s.newEventLocked()
+	fillMarker(ev, m)
+	ev.ParentID = parent
+	return s.commitLocked(ev, nil)
+}
+
+// isNodeMarker reports whether text is the canonical text of the @node
+// marker m (what trace.MarkerEvent(m) holds) for an enter marker or an
+// exit marker with status ok whose name (not empty: MarkerEvent omits
+// an empty one) needs no escaping; false
+// otherwise, whatever text is (markers_test.go checks it against
+// trace.MarkerEvent).
+func isNodeMarker(text string, m *trace.Marker) bool {
+	if m.Key != trace.MarkerNode || m.Name == "" || m.Error != "" || m.ErrorType != "" || m.Kind != "" || m.Forced || !m.Value.IsAbsent() {
+		return false
+	}
+	var tail string
+	switch {
+	case m.Phase == trace.PhaseEnter && m.Status == "":
+		tail = `","phase":"enter"}`
+	case m.Phase == trace.PhaseExit && m.Status == trace.NodeStatusOK:
+		tail = `","phase":"exit","status":"ok"}`
+	default:
+		return false
+	}
+	const head = `{"name":"`
+	name := m.Name
+	if len(text) != len(head)+len(name)+len(tail) || text[:len(head)] != head ||
+		text[len(head):len(head)+len(name)] != name || text[len(head)+len(name):] != tail {
+		return false
+	}
+	// A name is written as it is when it is UTF-8 without control
+	// characters, quotes or backslashes (trace's canonical strings).
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c < 0x20 || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return utf8.ValidString(name)
+}
+
+// fillMarker sets, in a zero event, the fields trace.MarkerEvent(m) sets
+// (markers_test.go checks that they are all): a field at a time, where
+// assigning the whole event would copy its 416 bytes into the session's
+// log through the write barriers of its every pointer.
+func fillMarker(ev *trace.Event, m trace.Marker) {
+	mk := trace.MarkerEvent(m)
+	ev.Type, ev.Status, ev.ReplayPolicy, ev.Key, ev.Before, ev.After = mk.Type, mk.Status, mk.ReplayPolicy, mk.Key, mk.Before, mk.After
+}
+
 // Read returns the value of state key that the agent holds as current. It
 // is the seam through which a fork patches state: a Director may answer the
 // read with another value (recorded as a state_change from current to the
@@ -285,9 +347,7 @@ func (s *session) readLocked(sc *scope, gid uint64, key string) {
 			}
 		}
 	}
-	ev := trace.MarkerEvent(trace.Marker{Key: trace.MarkerRead, Name: key})
-	ev.ParentID = sc.parent
-	id := s.appendLocked(&ev)
+	id := s.appendMarkerLocked(trace.Marker{Key: trace.MarkerRead, Name: key}, sc.parent)
 	s.noteLaneLocked(id, lane)
 	s.noteCPLocked(s.log.n-1, matched)
 }
@@ -592,10 +652,8 @@ func (s *session) marker(sc *scope, kind CallKind, name string, computed trace.V
 		m.Value, m.ErrorType = trace.Value{}, errorType(e)
 		m.Error = errorMessage(e, m.ErrorType)
 	}
-	ev := trace.MarkerEvent(m)
-	ev.ParentID = sc.parent
 	s.mu.Lock()
-	id := s.appendLocked(&ev)
+	id := s.appendMarkerLocked(m, sc.parent)
 	s.noteLaneLocked(id, lane)
 	s.noteCPLocked(s.log.n-1, matched)
 	s.noteDirectedLocked(seq, s.log.n-1)

@@ -92,14 +92,15 @@ type Prepared struct {
 	queues   [][]int32           // indexes in markers, in order
 	kids     []int32             // children of event i: kids[kidAt[i]:kidAt[i+1]]
 	kidAt    []int32
+	parent   []int32 // index of event i's parent (the first event with its parent id, if before it), -1
 	rootID   string
 	index    map[string]int32 // event id → index of its first event with that id
-	// byKey and keyCalls index the calls by matchKey, built on the first
+	// byKey and sameKey index the calls by matchKey, built on the first
 	// lookup (keyIndex): a faithful replay matches every call at the
 	// cursor and never needs them.
 	keysOnce sync.Once
-	byKey    map[matchKey]int32
-	keyCalls [][]int32 // indexes in calls with the same matchKey, in order
+	byKey    map[matchKey]int32 // the first call with the key
+	sameKey  []int32            // per call: the next call with its key, -1 for none
 	tools    map[string]bool
 	models   map[string]bool
 	laned    bool // some call belongs to a concurrent group (lane ≥ 1)
@@ -166,6 +167,7 @@ func prepare(base *trace.Trace) *Prepared {
 	}
 	// Children in compressed form: parents precede their children.
 	parent := make([]int32, n)
+	p.parent = parent
 	p.kidAt = make([]int32, n+1)
 	for i := range evs {
 		parent[i] = -1
@@ -233,6 +235,14 @@ func prepare(base *trace.Trace) *Prepared {
 		case ev.Type == trace.StateChange && !ev.IsMarker():
 			p.writes++
 		case ev.IsMarker():
+			if ev.Key == trace.MarkerNode && lanes == nil {
+				// Recorded nodes are looked up only in a base with lanes
+				// (nodeCPLocked, groups.go): without lanes neither the
+				// markers nor their queues would ever be read, and a run
+				// of 1,000 nodes would parse 2,000 markers and queue
+				// 1,000 names for nothing.
+				continue
+			}
 			m, _ := ev.Marker()
 			if m.Key == trace.MarkerNode && m.Phase != trace.PhaseEnter {
 				continue
@@ -268,10 +278,15 @@ func (p *Prepared) addCall(r rec) {
 	p.calls = append(p.calls, r)
 }
 
-// keyIndex indexes the calls by identity and input, once.
+// keyIndex indexes the calls by identity and input, once: each key's
+// first call, and each call's next with its key (a list through the
+// calls, where a slice per key would take an allocation per distinct
+// input: a thousand for a run whose calls all differ).
 func (p *Prepared) keyIndex() {
 	p.keysOnce.Do(func() {
 		p.byKey = make(map[matchKey]int32, len(p.calls))
+		p.sameKey = make([]int32, len(p.calls))
+		last := make([]int32, len(p.calls)) // by a key's first call: its last so far
 		for i := range p.calls {
 			r := &p.calls[i]
 			ev := r.Call
@@ -281,13 +296,14 @@ func (p *Prepared) keyIndex() {
 			} else {
 				k.provider, k.model = ev.Provider, ev.Model
 			}
-			id, ok := p.byKey[k]
-			if !ok {
-				id = int32(len(p.keyCalls))
-				p.byKey[k] = id
-				p.keyCalls = append(p.keyCalls, nil)
+			p.sameKey[i] = -1
+			if first, ok := p.byKey[k]; ok {
+				p.sameKey[last[first]] = int32(i)
+				last[first] = int32(i)
+			} else {
+				p.byKey[k] = int32(i)
+				last[i] = int32(i)
 			}
-			p.keyCalls[id] = append(p.keyCalls[id], int32(i))
 		}
 	})
 }
@@ -298,7 +314,12 @@ func (p *Prepared) children(i int) []int32 { return p.kids[p.kidAt[i]:p.kidAt[i+
 // hashesOf is the payload hashes of base event i (what ExpectedHashes
 // returns), computed once: the first session to need them stores them;
 // one that finds them being stored computes its own copy.
-func (p *Prepared) hashesOf(i int) (in, out string) {
+func (p *Prepared) hashesOf(i int) (in, out string) { return p.hashesFor(i, nil) }
+
+// hashesFor is hashesOf for session s, which hashes with the memory of
+// its last payloads (appendHashLocked) and whose lock is held; s nil for
+// none.
+func (p *Prepared) hashesFor(i int, s *session) (in, out string) {
 	st := &p.hashState[i]
 	if st.Load() == 2 {
 		h := &p.hashes[i]
@@ -309,14 +330,34 @@ func (p *Prepared) hashesOf(i int) (in, out string) {
 		return ev.InputHash, ev.OutputHash
 	}
 	var buf [2 * 2 * sha256.Size]byte
-	in, out = payloadHashes(buf[:0], ev)
-	// Where the recorded hashes are right, keep the event's own strings
-	// rather than a second copy of each.
-	if in == ev.InputHash {
-		in = ev.InputHash
+	var (
+		b  []byte
+		na int
+	)
+	if s != nil {
+		pin, pout := hashedPayloads(ev)
+		b = s.appendHashLocked(buf[:0], pin)
+		na = len(b)
+		b = s.appendHashLocked(b, pout)
+	} else {
+		b, na = appendPayloadHashes(buf[:0], ev)
 	}
-	if out == ev.OutputHash {
-		out = ev.OutputHash
+	if string(b[:na]) == ev.InputHash && string(b[na:]) == ev.OutputHash {
+		// The recorded hashes are right (the rule for a saved base): keep
+		// the event's own strings, without a string of the computed ones
+		// to compare and drop.
+		in, out = ev.InputHash, ev.OutputHash
+	} else {
+		str := string(b)
+		in, out = str[:na], str[na:]
+		// Where one recorded hash is right, keep the event's own string
+		// rather than a second copy.
+		if in == ev.InputHash {
+			in = ev.InputHash
+		}
+		if out == ev.OutputHash {
+			out = ev.OutputHash
+		}
 	}
 	if st.CompareAndSwap(0, 1) {
 		p.hashes[i] = [2]string{in, out}
@@ -387,16 +428,23 @@ func (p *Prepared) contentCleanAt(i int) bool {
 	if p.vouched(i) {
 		return true
 	}
-	ev := &p.base.Events[i]
-	clean := cleanStrings(ev)
-	for _, v := range [...]trace.Value{ev.Input, ev.Output, ev.Before, ev.After, ev.Details} {
-		if !clean {
-			break
-		}
-		_, found := trace.RedactValue(v)
-		clean = len(found) == 0
+	return p.settle(i, eventContent, contentClean(&p.base.Events[i]))
+}
+
+// contentClean reports whether the fields of ev that a redaction pass
+// without scrubbers may change (its names, key, error and payloads) hold
+// nothing it would change: the pass then keeps ev as it is (or refuses
+// it for a credential in a protected field, keeping it as it is too).
+func contentClean(ev *trace.Event) bool {
+	if !cleanStrings(ev) {
+		return false
 	}
-	return p.settle(i, eventContent, clean)
+	for _, v := range [...]trace.Value{ev.Input, ev.Output, ev.Before, ev.After, ev.Details} {
+		if _, found := trace.RedactValue(v); len(found) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // inputCleanAt reports whether the input of the recorded call r holds
@@ -437,7 +485,26 @@ func (p *Prepared) vouched(i int) bool {
 // payloadHashes computes the hashes of ev's payloads (what
 // ev.ExpectedHashes returns) in one allocation, using buf as scratch.
 func payloadHashes(buf []byte, ev *trace.Event) (in, out string) {
-	var a, b trace.Value
+	b, na := appendPayloadHashes(buf, ev)
+	if len(b) == 0 {
+		return "", ""
+	}
+	s := string(b)
+	return s[:na], s[na:]
+}
+
+// appendPayloadHashes appends the hashes of ev's payloads to buf, the
+// input's ending at na.
+func appendPayloadHashes(buf []byte, ev *trace.Event) (_ []byte, na int) {
+	a, b := hashedPayloads(ev)
+	buf = appendHash(buf, a)
+	na = len(buf)
+	return appendHash(buf, b), na
+}
+
+// hashedPayloads are the payloads of ev that its input and output hashes
+// cover (absent for none).
+func hashedPayloads(ev *trace.Event) (a, b trace.Value) {
 	switch ev.Type {
 	case trace.RunStart, trace.LLMRequest, trace.ToolCall:
 		a = ev.Input
@@ -448,14 +515,7 @@ func payloadHashes(buf []byte, ev *trace.Event) (in, out string) {
 	case trace.ErrorEvent:
 		b = ev.Details
 	}
-	buf = appendHash(buf, a)
-	na := len(buf)
-	buf = appendHash(buf, b)
-	if len(buf) == 0 {
-		return "", ""
-	}
-	s := string(buf)
-	return s[:na], s[na:]
+	return a, b
 }
 
 // appendHash appends trace.Hash(v) to dst (nothing for an absent value).
@@ -464,6 +524,9 @@ func appendHash(dst []byte, v trace.Value) []byte {
 		return dst
 	}
 	c := v.Canonical()
+	if c == "null" {
+		return append(dst, nullHash...) // every marker's before, a deletion's after…
+	}
 	// The text itself, not a copy: Sum256 only reads it.
 	sum := sha256.Sum256(unsafe.Slice(unsafe.StringData(c), len(c)))
 	n := len(dst)
@@ -520,9 +583,8 @@ func (p *Prepared) redactionsOf(b *trace.Event, found []string, entries []trace.
 // two nodes of the same name are told apart only by their order.
 func (p *Prepared) scopeOf(i int) string {
 	p.pathsOnce.Do(p.computePaths)
-	evs := p.base.Events
-	j, ok := p.index[evs[i].ParentID]
-	if !ok || int(j) >= i || evs[i].ParentID == "" {
+	j := p.parent[i]
+	if j < 0 {
 		return ""
 	}
 	return p.paths[j]
@@ -539,7 +601,7 @@ func (p *Prepared) computePaths() {
 			continue
 		}
 		up := ""
-		if j, ok := p.index[ev.ParentID]; ok && int(j) < i && ev.ParentID != "" {
+		if j := p.parent[i]; j >= 0 {
 			up = p.paths[j]
 		}
 		p.paths[i] = up + "/" + scopepath.Label(ev)
@@ -589,7 +651,7 @@ type plan struct {
 	state      []uint8 // per call: callPending, callConsumed or callSkipped
 	markerDone []bool
 	next       []int32 // per marker queue: next position to look at
-	keyNext    []int32 // per matchKey: calls before it are all taken; nil until the first match
+	keyNext    []int32 // by a key's first call: 2 + the call its pending ones start from (-1: none), 0 for that first call; nil until the first match
 	cursor     int     // calls before cursor are all consumed or skipped
 	left       int     // calls neither consumed nor skipped
 	skipped    int     // calls skipped
@@ -701,20 +763,22 @@ func (p *plan) match(kind CallKind, name, provider, model string, input trace.Va
 		k.provider, k.model = provider, model
 	}
 	p.keyIndex()
-	id, ok := p.byKey[k]
+	first, ok := p.byKey[k]
 	if !ok {
 		return nil
 	}
 	if p.keyNext == nil {
-		p.keyNext = make([]int32, len(p.keyCalls))
+		p.keyNext = make([]int32, len(p.calls))
 	}
-	list := p.keyCalls[id]
-	start := p.keyNext[id]
-	for start < int32(len(list)) && p.state[list[start]] != callPending {
-		start++
+	start := first
+	if n := p.keyNext[first]; n != 0 {
+		start = n - 2
 	}
-	p.keyNext[id] = start
-	for _, c := range list[start:] {
+	for start >= 0 && p.state[start] != callPending {
+		start = p.sameKey[start]
+	}
+	p.keyNext[first] = start + 2
+	for c := start; c >= 0; c = p.sameKey[c] {
 		if p.state[c] != callPending {
 			continue
 		}

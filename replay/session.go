@@ -231,6 +231,11 @@ type session struct {
 	cleanBits, sums []uint64
 	digestBuf       []byte // scratch of the digests
 
+	// hashed are the payloads the session's new events hashed last
+	// (appendHashLocked), nextHashed the one to replace.
+	hashed     [4]hashedText
+	nextHashed int
+
 	lastEncoded atomic.Pointer[encodedValue] // the plain value the tail encoded last (memo.go)
 	state       map[string]trace.Value
 	patched     map[string]trace.Value // keys a Director patched on Read, until the agent writes them
@@ -326,6 +331,12 @@ func (s *session) scrubErr(err error) error {
 		e.scrub = sc
 	}
 	return err
+}
+
+// hashedText is a payload's text and its hash.
+type hashedText struct {
+	text string
+	hash [2 * sha256.Size]byte
 }
 
 // occKey counts the calls of one kind and name.
@@ -574,9 +585,17 @@ func (s *session) commitLocked(ev *trace.Event, clean *trace.Event) string {
 		// that one holds nothing to redact, holds nothing either: the
 		// common case of a replay, which then needs no redaction pass.
 		same = true
+	case s.plan != nil && contentClean(ev):
+		// Nothing to redact (a replay's new event; a recording needs the
+		// pass's verdict on its protected fields too, for vouchFor): the
+		// pass would keep the event as it is, without the scan of its ids
+		// and hashes and two copies of it.
 	default:
 		red, es, err := trace.RedactEvent(*ev)
-		if err == nil {
+		if err == nil && (len(es) > 0 || hasNumbers(ev)) {
+			// Without findings the pass's event is ev's fields as they
+			// are (its copies of the numbers aside): copying it back
+			// would only move 416 bytes through write barriers.
 			*ev, entries = red, es
 		}
 		vouched = s.plan == nil && err == nil && len(es) == 0
@@ -586,7 +605,7 @@ func (s *session) commitLocked(ev *trace.Event, clean *trace.Event) string {
 		if base := s.plan.base.Events; ev.Step < len(base) && (same || sameEvent(&base[ev.Step], ev)) {
 			// Same type and payloads: the base's hashes (computed once per
 			// Prepared, never trusted from the file) and its id.
-			ev.InputHash, ev.OutputHash = s.plan.hashesOf(ev.Step)
+			ev.InputHash, ev.OutputHash = s.plan.hashesFor(ev.Step, s)
 			b := &base[ev.Step]
 			ev.ID = b.ID
 			// The same payloads: keep the base's strings, so that the new
@@ -645,8 +664,42 @@ func (s *session) noteCPLocked(step int, b int32) {
 // from one string.
 func (s *session) stampLocked(ev *trace.Event) {
 	var buf [36 + 4*sha256.Size]byte
-	idIn, out := payloadHashes(s.ids.append(buf[:0]), ev)
-	ev.ID, ev.InputHash, ev.OutputHash = idIn[:36], idIn[36:], out
+	in, out := hashedPayloads(ev)
+	b := s.appendHashLocked(s.ids.append(buf[:0]), in)
+	na := len(b)
+	b = s.appendHashLocked(b, out)
+	str := string(b)
+	ev.ID, ev.InputHash, ev.OutputHash = str[:36], str[36:na], str[na:]
+}
+
+// appendHashLocked is appendHash for a payload of the session's new
+// events, which remembers the last few payloads it hashed: a value is
+// often hashed again in the events that follow (a tool's output is the
+// state the agent writes and the next tool's input).
+func (s *session) appendHashLocked(dst []byte, v trace.Value) []byte {
+	c := v.Canonical()
+	if len(c) > 4 { // absent, null: appendHash's own
+		for i := range s.hashed {
+			if h := &s.hashed[i]; h.text == c {
+				return append(dst, h.hash[:]...)
+			}
+		}
+	}
+	n := len(dst)
+	dst = appendHash(dst, v)
+	if len(c) > 4 {
+		h := &s.hashed[s.nextHashed]
+		s.nextHashed = (s.nextHashed + 1) % len(s.hashed)
+		h.text = c
+		copy(h.hash[:], dst[n:])
+	}
+	return dst
+}
+
+// hasNumbers reports whether ev points to numbers (duration, usage,
+// cost), which a redaction pass copies.
+func hasNumbers(ev *trace.Event) bool {
+	return ev.DurationMS != nil || ev.PromptTokens != nil || ev.CompletionTokens != nil || ev.TotalTokens != nil || ev.CostUSD != nil
 }
 
 // cleanStrings reports whether the redactable strings of ev hold no
