@@ -150,7 +150,15 @@ func pairIn(t *[256][4]uint64, c, d byte) bool { return t[c][d>>6]&(1<<(d&63)) !
 // anchorMask reads s once and returns the groups of the anchors it holds:
 // a pattern whose group is not set cannot match s. gKV is set when a
 // key=value secret is there (nextKeyValue finds one).
-func anchorMask(s string) uint32 {
+func anchorMask(s string) uint32 { return anchorBits(s) &^ gMissed }
+
+// gMissed is set by anchorBits when an anchor that needs a look around it
+// ("://", "@tcp(", "basic", a key that names a secret) is there without
+// what it needs: what an escape in JSON text may hide (mayHoldCredentialJSON).
+const gMissed uint32 = 1 << 31
+
+// anchorBits is anchorMask with gMissed.
+func anchorBits(s string) uint32 {
 	at := anchors()
 	var mask uint32
 	for i := 0; i+1 < len(s); i++ {
@@ -158,8 +166,12 @@ func anchorMask(s string) uint32 {
 		if !pairIn(&at.pairs, c, d) {
 			continue
 		}
-		if mask&gKV == 0 && pairIn(&at.kvEnds, c, d) && keyValueAt(s, i+2) {
-			mask |= gKV
+		if mask&gKV == 0 && pairIn(&at.kvEnds, c, d) {
+			if keyValueAt(s, i+2) {
+				mask |= gKV
+			} else if (i+2 == len(s) || !isKeyByte(s[i+2])) && secretKeyBefore(s, i+2) {
+				mask |= gMissed // a key that names a secret, without a value
+			}
 		}
 		if i+2 >= len(s) {
 			break
@@ -167,8 +179,12 @@ func anchorMask(s string) uint32 {
 		if c|0x20 == 'b' {
 			if len(s)-i >= 6 && strings.EqualFold(s[i:i+6], "bearer") {
 				mask |= gBearer
-			} else if len(s)-i >= 5 && strings.EqualFold(s[i:i+5], "basic") && basicAt(s, i+5) > 0 {
-				mask |= gBasic
+			} else if len(s)-i >= 5 && strings.EqualFold(s[i:i+5], "basic") {
+				if basicAt(s, i+5) > 0 {
+					mask |= gBasic
+				} else {
+					mask |= gMissed
+				}
 			}
 			continue
 		}
@@ -180,10 +196,12 @@ func anchorMask(s string) uint32 {
 			switch a.group {
 			case gURL:
 				if userinfoPassword(s, i+3) < 0 {
+					mask |= gMissed
 					continue
 				}
 			case gDSN:
 				if dsnPassword(s, i) < 0 {
+					mask |= gMissed
 					continue
 				}
 			}
@@ -588,6 +606,16 @@ func namesSecret(key string) bool {
 		}
 	}
 	return false
+}
+
+// secretKeyBefore reports whether the key that ends at s[end] names a
+// secret.
+func secretKeyBefore(s string, end int) bool {
+	k := end
+	for k > 0 && isKeyByte(s[k-1]) {
+		k--
+	}
+	return namesSecret(s[k:end])
 }
 
 func isKeyByte(c byte) bool { return isWordByte(c) || c == '-' || c == '.' }

@@ -85,11 +85,15 @@ func mayNeedRedaction(s string) bool {
 // read as itself: "Basic\tX", "https://u:p\u0001@h" or "u:pw\f@tcp(h)/"
 // hold a credential once unescaped, which the text alone does not show (a
 // backslash ends a URL's password, and "\t" is not white space).
+//
+// Only an anchor that needs a look around it can be hidden so (the anchors
+// hold no character that is escaped), and only when the text holds one
+// without what it needs (gMissed) are the strings with an escape read.
 func mayHoldCredentialJSON(s string) bool {
-	if anchorMask(s) != 0 {
+	switch bits := anchorBits(s); {
+	case bits&^gMissed != 0:
 		return true
-	}
-	if strings.IndexByte(s, '\\') < 0 {
+	case bits&gMissed == 0 || strings.IndexByte(s, '\\') < 0:
 		return false
 	}
 	for i := 0; i < len(s); {
