@@ -14,6 +14,7 @@ import (
 	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // CanonicalProfile names the canonical JSON profile used for payload hashes. It
@@ -429,32 +430,9 @@ func (c *canonicalizer) reorder(base, objStart int) error {
 	return nil
 }
 
-// sensitiveKeyBytes is IsSensitiveKey without allocating for ASCII keys.
-// Normalizing never lengthens a key, so keys shorter than the shortest
-// sensitive key (6 letters) are not sensitive.
+// sensitiveKeyBytes is isSensitiveKey over the bytes of a key.
 func sensitiveKeyBytes(key []byte) bool {
-	if len(key) < 6 {
-		return false
-	}
-	var buf [14]byte
-	n := 0
-	for _, c := range key {
-		switch {
-		case c >= 'a' && c <= 'z' || c >= '0' && c <= '9':
-		case c >= 'A' && c <= 'Z':
-			c += 'a' - 'A'
-		case c >= 0x80:
-			return IsSensitiveKey(string(key)) // Unicode lowercasing
-		default:
-			continue
-		}
-		if n == len(buf) {
-			return false
-		}
-		buf[n] = c
-		n++
-	}
-	return sensitiveKeys[string(buf[:n])]
+	return isSensitiveKey(unsafe.String(unsafe.SliceData(key), len(key)))
 }
 
 // plainString reports whether the JSON string at the cursor (its opening
