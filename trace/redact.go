@@ -72,13 +72,6 @@ func IsSensitiveKey(key string) bool {
 	return sensitiveKeys[string(buf[:n])]
 }
 
-// mayNeedRedaction is a cheap filter over canonical text: a value that passes
-// neither mayHoldCredentialJSON nor hasSensitiveAnchor has neither a
-// sensitive key nor a credential.
-func mayNeedRedaction(s string) bool {
-	return mayHoldCredentialJSON(s) || hasSensitiveAnchor(s) // a key=value secret holds a sensitive anchor
-}
-
 // mayHoldCredentialJSON is mayHoldCredential over JSON text (canonical or
 // file form): the text as it is, and each string literal in it that holds
 // an escape, read unescaped. An escape stands for a character the patterns
@@ -138,70 +131,6 @@ func literalEnd(s string, start int) (end int, escaped, ok bool) {
 	}
 }
 
-// hasSensitiveAnchor reports whether canonical JSON text, normalized as
-// IsSensitiveKey normalizes a key (lowercased, escape sequences and every
-// character but [a-z0-9] dropped), contains key, token, auth, passw or secret.
-// Every sensitive key contains one of them once normalized, and a key's
-// normalization is a substring of the text's, so text without them holds no
-// sensitive key, even one spelled pass_word or se"cret.
-func hasSensitiveAnchor(s string) bool {
-	// w holds the last eight normalized characters, the newest in the low
-	// byte; each anchor is compared with its low bytes at its last letter.
-	const (
-		key    = 'k'<<16 | 'e'<<8 | 'y'
-		token  = 't'<<32 | 'o'<<24 | 'k'<<16 | 'e'<<8 | 'n'
-		auth   = 'a'<<24 | 'u'<<16 | 't'<<8 | 'h'
-		passw  = 'p'<<32 | 'a'<<24 | 's'<<16 | 's'<<8 | 'w'
-		secret = 's'<<40 | 'e'<<32 | 'c'<<24 | 'r'<<16 | 'e'<<8 | 't'
-	)
-	var w uint64
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z' || c >= '0' && c <= '9':
-		case c >= 'A' && c <= 'Z':
-			c += 'a' - 'A'
-		case c == '\\': // canonical escapes stand for '"', '\\' or control characters
-			if i+1 < len(s) && s[i+1] == 'u' {
-				i += 5
-			} else {
-				i++
-			}
-			continue
-		case c == 0xe2 && strings.HasPrefix(s[i:], "\u212a"): // Kelvin sign: lowercases to k
-			c, i = 'k', i+2
-		case c == 0xc4 && strings.HasPrefix(s[i:], "\u0130"): // İ: lowercases to i
-			c, i = 'i', i+1
-		default:
-			continue
-		}
-		w = w<<8 | uint64(c)
-		switch c {
-		case 'y':
-			if w&0xffffff == key {
-				return true
-			}
-		case 'n':
-			if w&0xffffffffff == token {
-				return true
-			}
-		case 'h':
-			if w&0xffffffff == auth {
-				return true
-			}
-		case 'w':
-			if w&0xffffffffff == passw {
-				return true
-			}
-		case 't':
-			if w&0xffffffffffff == secret {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // RedactValue returns v with every value under a sensitive key replaced by
 // "[REDACTED]" and credential patterns replaced inside every other string, and
 // the findings with JSON Pointer paths (RFC 6901) relative to v. v itself is
@@ -219,8 +148,7 @@ func RedactValue(v Value, scrub ...Scrubber) (Value, []Finding) {
 	w.scrub = scrub
 	switch v.raw[0] {
 	case '"':
-		top := frame{rest: v.raw} // a top-level string passes the filter on its own text
-		out, _ := w.walkString(v.raw, strings.IndexByte(v.raw, '\\') >= 0, &top)
+		out, _ := w.walkString(v.raw, strings.IndexByte(v.raw, '\\') >= 0, nil)
 		return out, w.fs
 	case '[', '{':
 		out, _, _ := w.walk(v.raw, 0, nil)
@@ -236,67 +164,22 @@ var redactedValue = Value{`"` + Redacted + `"`}
 // A redactor is one descent of RedactValue through the canonical text of
 // a value: it reads every string and key once, decides there whether it
 // may change (its credential anchors, the key's sensitivity), and rebuilds
-// only the containers on the way to a change.
-//
-// Without scrubbers, a redaction pass used to walk a container only when
-// its text passed mayNeedRedaction (and every container around it did);
-// what it redacts is still decided so: when a string, a key or a
-// sensitive key may change, the filter of the containers around it is
-// computed, once per container (filterPasses). A value that holds none
-// costs no filter at all: a key such as max_tokens, which the filter's
-// anchors take for a possible sensitive key, no longer sends the walk
-// through the whole value again at every level.
+// only the containers on the way to a change. A clean value costs one read
+// and no allocation.
 type redactor struct {
 	scrub []Scrubber
 	fs    []Finding
 }
 
-// A frame is a container the descent is in (or a top-level string), on
-// the stack of the walk that reads it: where its text starts, the verdict
-// of mayNeedRedaction on it once computed, and the member or element
-// being walked, a segment of the JSON Pointer of what is found there.
-// The descent reads a container once, from its start to its end: where
-// it ends is looked for (container) only when the filter or a rebuild
-// needs its whole text.
+// A frame is a container the descent is in, on the stack of the walk that
+// reads it, with the member or element being walked: a segment of the
+// JSON Pointer of what is found there.
 type frame struct {
-	up      *frame
-	rest    string // the text from the container's start on
-	n       int    // the length of its text, once known
-	verdict int8   // 0 not computed, 1 passes, -1 does not
-	seg     bool   // key or idx is the segment of the value walked
-	arr     bool
-	idx     int
-	key     string
-}
-
-// container returns the text of the container of f.
-func (f *frame) container() string {
-	if f.n == 0 {
-		f.n = skipValue(f.rest, 0)
-	}
-	return f.rest[:f.n]
-}
-
-// filterPasses reports whether the filter of the old walk passes on every
-// container around the value walked (f the innermost): mayNeedRedaction
-// of each, computed once per container. With scrubbers there is no
-// filter.
-func (w *redactor) filterPasses(f *frame) bool {
-	if len(w.scrub) > 0 {
-		return true
-	}
-	for ; f != nil; f = f.up {
-		if f.verdict == 0 {
-			f.verdict = -1
-			if mayNeedRedaction(f.container()) {
-				f.verdict = 1
-			}
-		}
-		if f.verdict < 0 {
-			return false
-		}
-	}
-	return true
+	up  *frame
+	seg bool // key or idx is the segment of the value walked
+	arr bool
+	idx int
+	key string
 }
 
 // finding records a finding at the value walked in the innermost frame f,
@@ -450,9 +333,6 @@ func (w *redactor) walkString(lit string, escaped bool, up *frame) (Value, bool)
 	if len(w.scrub) == 0 && !mayChange(lit, escaped) {
 		return Value{lit}, false
 	}
-	if !w.filterPasses(up) {
-		return Value{lit}, false
-	}
 	s, _ := Value{lit}.Str()
 	if r, reason := scrubString(s, w.scrub); reason != "" {
 		w.finding(up, reason)
@@ -463,7 +343,7 @@ func (w *redactor) walkString(lit string, escaped bool, up *frame) (Value, bool)
 }
 
 func (w *redactor) walkArray(s string, i int, up *frame) (Value, bool, int) {
-	f := frame{up: up, rest: s[i:], seg: true, arr: true}
+	f := frame{up: up, seg: true, arr: true}
 	var elems []Value
 	changed := false
 	j := i + 1
@@ -495,7 +375,7 @@ func (w *redactor) walkArray(s string, i int, up *frame) (Value, bool, int) {
 }
 
 func (w *redactor) walkObject(s string, i int, up *frame) (Value, bool, int) {
-	f := frame{up: up, rest: s[i:]}
+	f := frame{up: up}
 	var ms []Member
 	changed := false
 	n := 0
@@ -509,9 +389,8 @@ func (w *redactor) walkObject(s string, i int, up *frame) (Value, bool, int) {
 		}
 		j = kEnd + 1 // the value, after the ':'
 
-		f.seg = false // the object itself, for its keys' filter
 		key := k
-		if len(w.scrub) > 0 || mayChange(lit, escaped) && w.filterPasses(&f) { // a key may hold a credential too
+		if len(w.scrub) > 0 || mayChange(lit, escaped) { // a key may hold a credential too
 			if rk, reason := scrubString(k, w.scrub); reason != "" {
 				// The member keeps its place under a redacted key,
 				// made unique among the object's keys.
@@ -526,7 +405,7 @@ func (w *redactor) walkObject(s string, i int, up *frame) (Value, bool, int) {
 		if isSensitiveKey(k) {
 			end := skipValue(s, j)
 			x, r, j = Value{s[j:end]}, Value{s[j:end]}, end
-			if x != redactedValue && w.filterPasses(&f) {
+			if x != redactedValue {
 				r, ch = redactedValue, true
 				w.finding(&f, ReasonSensitiveKey)
 			}

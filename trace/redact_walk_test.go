@@ -24,6 +24,78 @@ func redactValueRef(v Value, scrub ...Scrubber) (Value, []Finding) {
 	return out, fs
 }
 
+// mayNeedRedaction is the reference's filter over canonical text: a value
+// that passes neither mayHoldCredentialJSON nor hasSensitiveAnchor has
+// neither a sensitive key nor a credential. The descent has no such filter:
+// it judges each string and key where it stands.
+func mayNeedRedaction(s string) bool {
+	return mayHoldCredentialJSON(s) || hasSensitiveAnchor(s) // a key=value secret holds a sensitive anchor
+}
+
+// hasSensitiveAnchor reports whether canonical JSON text, normalized as
+// IsSensitiveKey normalizes a key (lowercased, escape sequences and every
+// character but [a-z0-9] dropped), contains key, token, auth, passw or secret.
+// Every sensitive key contains one of them once normalized, and a key's
+// normalization is a substring of the text's, so text without them holds no
+// sensitive key, even one spelled pass_word or se"cret.
+func hasSensitiveAnchor(s string) bool {
+	// w holds the last eight normalized characters, the newest in the low
+	// byte; each anchor is compared with its low bytes at its last letter.
+	const (
+		key    = 'k'<<16 | 'e'<<8 | 'y'
+		token  = 't'<<32 | 'o'<<24 | 'k'<<16 | 'e'<<8 | 'n'
+		auth   = 'a'<<24 | 'u'<<16 | 't'<<8 | 'h'
+		passw  = 'p'<<32 | 'a'<<24 | 's'<<16 | 's'<<8 | 'w'
+		secret = 's'<<40 | 'e'<<32 | 'c'<<24 | 'r'<<16 | 'e'<<8 | 't'
+	)
+	var w uint64
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z' || c >= '0' && c <= '9':
+		case c >= 'A' && c <= 'Z':
+			c += 'a' - 'A'
+		case c == '\\': // canonical escapes stand for '"', '\\' or control characters
+			if i+1 < len(s) && s[i+1] == 'u' {
+				i += 5
+			} else {
+				i++
+			}
+			continue
+		case c == 0xe2 && strings.HasPrefix(s[i:], "\u212a"): // Kelvin sign: lowercases to k
+			c, i = 'k', i+2
+		case c == 0xc4 && strings.HasPrefix(s[i:], "\u0130"): // İ: lowercases to i
+			c, i = 'i', i+1
+		default:
+			continue
+		}
+		w = w<<8 | uint64(c)
+		switch c {
+		case 'y':
+			if w&0xffffff == key {
+				return true
+			}
+		case 'n':
+			if w&0xffffffffff == token {
+				return true
+			}
+		case 'h':
+			if w&0xffffffff == auth {
+				return true
+			}
+		case 'w':
+			if w&0xffffffffff == passw {
+				return true
+			}
+		case 't':
+			if w&0xffffffffffff == secret {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func redactWalkRef(v Value, path *pointerPath, fs *[]Finding, scrub []Scrubber) Value {
 	depth := len(*path)
 	switch v.Kind() {
