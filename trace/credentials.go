@@ -707,11 +707,7 @@ func keyValueAt(s string, end int) bool {
 	if j >= len(s) || s[j] != '=' && s[j] != ':' || strings.HasPrefix(s[j:], "://") {
 		return false
 	}
-	k := end
-	for k > 0 && isKeyByte(s[k-1]) {
-		k--
-	}
-	if !namesSecret(s[k:end]) {
+	if !secretKeyBefore(s, end) {
 		return false
 	}
 	_, _, _, ok := secretValue(s, j+1, s[j] == '=' || quote != "", quote)
