@@ -132,13 +132,19 @@ func (s *session) valueOf(x any) (trace.Value, error) {
 	return v, nil
 }
 
-// decodeMemo decodes v into a T, memoized for plain types when the
-// session replays a Prepared.
+// decodeMemo decodes v into a T: with the type's plainDecoder when it has
+// one and takes v (plaindecode.go: cheaper than a memo lookup), else
+// memoized for plain types when the session replays a Prepared.
 func decodeMemo[T any](s *session, v trace.Value) (T, error) {
 	if _, ok := any((*T)(nil)).(*trace.Value); ok {
 		return any(v).(T), nil // what decoding canonical text into a Value gives
 	}
 	t := reflect.TypeFor[T]()
+	if d := plainDecoderFor(t); d != nil {
+		if out, ok := decodePlain[T](d, v.Canonical()); ok {
+			return out, nil
+		}
+	}
 	if s.plan == nil || s.plan.memo == nil || !plain(t) {
 		return decodeInto[T](v)
 	}
