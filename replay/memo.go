@@ -17,7 +17,8 @@ import (
 // Prepared keeps what it computed, shared by every replay of it:
 //
 //   - decoded: (recorded text, type) → the decoded value, for outputs
-//     served from the recording;
+//     served from the recording that the type's plainDecoder declines
+//     (plaindecode.go; it decodes the rest more cheaply than a lookup);
 //   - encoded: value → its canonical Value, for inputs and state written
 //     while the run still follows the base.
 //
