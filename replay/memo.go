@@ -17,8 +17,8 @@ import (
 // Prepared keeps what it computed, shared by every replay of it:
 //
 //   - decoded: (recorded text, type) → the decoded value, for outputs
-//     served from the recording that the type's plainDecoder declines
-//     (plaindecode.go; it decodes the rest more cheaply than a lookup);
+//     served from the recording that the type's typeDecoder declines
+//     (typedecode.go; it decodes the rest more cheaply than a lookup);
 //   - encoded: value → its canonical Value, for inputs and state written
 //     while the run still follows the base.
 //
@@ -133,16 +133,16 @@ func (s *session) valueOf(x any) (trace.Value, error) {
 	return v, nil
 }
 
-// decodeMemo decodes v into a T: with the type's plainDecoder when it has
-// one and takes v (plaindecode.go: cheaper than a memo lookup), else
+// decodeMemo decodes v into a T: with the type's typeDecoder when it has
+// one and takes v (typedecode.go: cheaper than a memo lookup), else
 // memoized for plain types when the session replays a Prepared.
 func decodeMemo[T any](s *session, v trace.Value) (T, error) {
 	if _, ok := any((*T)(nil)).(*trace.Value); ok {
 		return any(v).(T), nil // what decoding canonical text into a Value gives
 	}
 	t := reflect.TypeFor[T]()
-	if d := plainDecoderFor(t); d != nil {
-		if out, ok := decodePlain[T](d, v.Canonical()); ok {
+	if d := typeDecoderFor(t); d != nil {
+		if out, ok := decodeTyped[T](d, v.Canonical()); ok {
 			return out, nil
 		}
 	}

@@ -64,6 +64,25 @@ type (
 	}
 	plainTextual struct{ T plainText }
 	plainText    string
+	// A type of what json decodes beyond plain values: floats, slices,
+	// maps, pointers, interfaces, raw messages.
+	typeRich struct {
+		F64   float64 `json:"f64"`
+		F32   float32
+		Tags  []string       `json:"tags"`
+		Items []plainChain   `json:"items,omitempty"`
+		M     map[string]int `json:"m"`
+		MS    map[typeKey][]*plainChain
+		P     *plainChain
+		PP    **int
+		Any   any `json:"any"`
+		Anys  []any
+		Raw   map[string]any
+		Grid  [][2]float64
+		Args  json.RawMessage `json:"args"`
+		Deep  *[]map[string]*[1]string
+	}
+	typeKey string
 )
 
 func (t *plainText) UnmarshalText(b []byte) error {
@@ -85,31 +104,45 @@ var plainTexts = []string{
 	`{"items":null,"flags":[true,false,true],"grid":[[],[-128]],"inner":{"I":3,"S":"\n"}}`,
 	`{"a-b.c:d":"odd","-":5,"Skip":6,"Dash":7,"hidden":"h","bytes":[1,2,3,4,5],"empty":{"x":1},"deep":[[["d"]]]}`,
 	`{"bytes":"AQID"}`, `{"items":{}}`, `{"flags":{"a":1}}`, `{"empty":[]}`, `{"W":1,"v":2,"tag":"t"}`, `{"n":"12"}`, `{"n":12}`,
-	`{"A":3}`, `{"T":"abc"}`, `{"deep":[[[null]]]}`, `{"grid":[[1,2]],"items":[]}`, `true`, `"s"`, `12`,
+	`{"A":3}`, `{"T":"abc"}`,
+	`{"f64":1.5,"F32":3.4e38}`, `{"F32":3.5e38}`, `{"f64":-0}`, `{"f64":0.1,"F32":1e-46}`, `{"f64":5e-324}`,
+	`{"tags":[]}`, `{"tags":null}`, `{"tags":["a",null,"b"]}`, `{"tags":"a"}`, `{"tags":[1]}`, `{"m":{}}`, `{"m":{"a":1,"b":null}}`, `{"m":[]}`,
+	`{"P":null}`, `{"P":{"v":1}}`, `{"P":{"V":1}}`, `{"PP":3}`, `{"PP":null}`, `{"any":{"a":[1,"x",null,true,{"b":2.5}]}}`, `{"any":[]}`,
+	`{"any":-0}`, `{"Anys":[1,2]}`, `{"Anys":[]}`, `{"Raw":{"k":{}}}`, `{"Grid":[[1,2,3],[4]]}`, `{"Grid":[null]}`,
+	`{"MS":{"k":[{"v":1},null]},"items":[]}`, `{"args":{"a":[1,{"b":"c"}]}}`, `{"args":null}`, `{"args":"s"}`, `{"args":12.5}`,
+	`{"Deep":[{"a":["x"],"b":null},null]}`, `{"Deep":null}`, `{"Deep":[{"a":["x","y"]}]}`,
+	`{"content":"hi","tool_calls":[{"id":"c1","name":"f","arguments":{"a":1}},{"name":"g"}],"usage":{"prompt_tokens":3,"cost_usd":0.001},"extra":{"x":[1]},"stop_reason":"end"}`, `{"deep":[[[null]]]}`, `{"grid":[[1,2]],"items":[]}`, `true`, `"s"`, `12`,
 }
 
-func TestPlainDecodeMatchesJSON(t *testing.T) {
+func TestTypeDecodeMatchesJSON(t *testing.T) {
 	t.Parallel()
 	for _, text := range plainTexts {
 		v, err := trace.ParseValue([]byte(text))
 		require.NoError(t, err, text)
-		checkPlainDecode[plainChain](t, v.Canonical())
-		checkPlainDecode[plainWidths](t, v.Canonical())
-		checkPlainDecode[plainNested](t, v.Canonical())
-		checkPlainDecode[plainEmbedded](t, v.Canonical())
-		checkPlainDecode[plainQuoted](t, v.Canonical())
-		checkPlainDecode[plainClash](t, v.Canonical())
-		checkPlainDecode[plainTextual](t, v.Canonical())
-		checkPlainDecode[[2]int](t, v.Canonical())
-		checkPlainDecode[string](t, v.Canonical())
-		checkPlainDecode[bool](t, v.Canonical())
-		checkPlainDecode[int16](t, v.Canonical())
+		checkTypeDecode[plainChain](t, v.Canonical())
+		checkTypeDecode[plainWidths](t, v.Canonical())
+		checkTypeDecode[plainNested](t, v.Canonical())
+		checkTypeDecode[plainEmbedded](t, v.Canonical())
+		checkTypeDecode[plainQuoted](t, v.Canonical())
+		checkTypeDecode[plainClash](t, v.Canonical())
+		checkTypeDecode[plainTextual](t, v.Canonical())
+		checkTypeDecode[typeRich](t, v.Canonical())
+		checkTypeDecode[Response](t, v.Canonical())
+		checkTypeDecode[[]any](t, v.Canonical())
+		checkTypeDecode[map[string]any](t, v.Canonical())
+		checkTypeDecode[any](t, v.Canonical())
+		checkTypeDecode[float32](t, v.Canonical())
+		checkTypeDecode[json.RawMessage](t, v.Canonical())
+		checkTypeDecode[[2]int](t, v.Canonical())
+		checkTypeDecode[string](t, v.Canonical())
+		checkTypeDecode[bool](t, v.Canonical())
+		checkTypeDecode[int16](t, v.Canonical())
 	}
 }
 
 // The fast decoder must actually be taken for what agents record, or the
 // test above would pass with a decoder that always declines.
-func TestPlainDecodeTakesCommonShapes(t *testing.T) {
+func TestTypeDecodeTakesCommonShapes(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		typ  reflect.Type
@@ -122,32 +155,37 @@ func TestPlainDecodeTakesCommonShapes(t *testing.T) {
 		{reflect.TypeFor[plainWidths](), `{"I":-1,"U64":18446744073709551615,"B":true,"S":"é😀"}`},
 		{reflect.TypeFor[string](), `"plain"`},
 		{reflect.TypeFor[[2]int](), `[1,2,3]`},
+		{reflect.TypeFor[typeRich](), `{"Deep":[{"a":["x"],"b":null},null],"MS":{"k":[{"v":1},null]},"P":{"v":1},"any":{"a":[1,"x",null,true,{"b":2.5}]},"args":{"a":1},"f64":0.1,"tags":["a"]}`},
+		{reflect.TypeFor[Response](), `{"content":"hi","extra":{"x":[1]},"stop_reason":"end","tool_calls":[{"arguments":{"a":1},"id":"c1","name":"f"}],"usage":{"cost_usd":0.001,"prompt_tokens":3}}`},
+		{reflect.TypeFor[float64](), `-1.5e-7`},
+		{reflect.TypeFor[any](), `{"a":[]}`},
 	} {
-		d := plainDecoderFor(tc.typ)
+		d := typeDecoderFor(tc.typ)
 		require.NotNil(t, d, tc.typ)
-		s := plainScan{text: tc.text}
+		s := typeScan{text: tc.text}
 		require.True(t, d.decode(&s, reflect.New(tc.typ).UnsafePointer()) && s.pos == len(tc.text), "%v %s", tc.typ, tc.text)
 	}
 	for _, typ := range []reflect.Type{
 		reflect.TypeFor[plainEmbedded](), reflect.TypeFor[plainQuoted](), reflect.TypeFor[plainClash](),
-		reflect.TypeFor[plainTextual](), reflect.TypeFor[float64](), reflect.TypeFor[[]int](), reflect.TypeFor[*int](),
-		reflect.TypeFor[map[string]int](), reflect.TypeFor[any](), reflect.TypeFor[trace.Value](),
+		reflect.TypeFor[plainTextual](), reflect.TypeFor[[]byte](), reflect.TypeFor[map[int]string](),
+		reflect.TypeFor[map[plainText]int](), reflect.TypeFor[fmt.Stringer](), reflect.TypeFor[trace.Value](),
+		reflect.TypeFor[chan int](), reflect.TypeFor[*plainTextual](), reflect.TypeFor[[]plainQuoted](),
 	} {
-		require.Nil(t, plainDecoderFor(typ), typ)
+		require.Nil(t, typeDecoderFor(typ), typ)
 	}
 }
 
-// checkPlainDecode requires that whenever the fast decoder decodes text
+// checkTypeDecode requires that whenever the fast decoder decodes text
 // into a T, json.Unmarshal gives the same value and no error.
-func checkPlainDecode[T any](t *testing.T, text string) bool {
+func checkTypeDecode[T any](t *testing.T, text string) bool {
 	t.Helper()
 	var want T
 	jerr := json.Unmarshal([]byte(text), &want)
-	d := plainDecoderFor(reflect.TypeFor[T]())
+	d := typeDecoderFor(reflect.TypeFor[T]())
 	if d == nil {
 		return false
 	}
-	got, ok := decodePlain[T](d, text)
+	got, ok := decodeTyped[T](d, text)
 	if !ok {
 		var zero T
 		require.Equal(t, zero, got, "a declined decoding returns the zero value")
@@ -158,7 +196,7 @@ func checkPlainDecode[T any](t *testing.T, text string) bool {
 	return true
 }
 
-func TestPlainDecodeRandomValues(t *testing.T) {
+func TestTypeDecodeRandomValues(t *testing.T) {
 	t.Parallel()
 	rng := rand.New(rand.NewPCG(7, 24))
 	taken := 0
@@ -178,11 +216,80 @@ func TestPlainDecodeRandomValues(t *testing.T) {
 		x.Deep[0][0][0] = plainRandomString(rng)
 		v, err := valueOf(x)
 		require.NoError(t, err)
-		if checkPlainDecode[plainNested](t, v.Canonical()) {
+		if checkTypeDecode[plainNested](t, v.Canonical()) {
 			taken++
 		}
 	}
 	require.Greater(t, taken, 1500, "most random values take the fast decoder")
+
+	taken = 0
+	for range 2000 {
+		x := typeRich{F64: typeRandomFloat(rng), F32: float32(rng.NormFloat64() * 1e30), Any: typeRandomAny(rng, 0)}
+		for range rng.IntN(3) {
+			x.Tags = append(x.Tags, plainRandomString(rng))
+			x.Anys = append(x.Anys, typeRandomAny(rng, 0))
+			x.Grid = append(x.Grid, [2]float64{typeRandomFloat(rng), typeRandomFloat(rng)})
+		}
+		if rng.IntN(2) == 0 {
+			x.M = map[string]int{plainRandomString(rng): rng.Int(), "": -1}
+			x.MS = map[typeKey][]*plainChain{typeKey(plainRandomString(rng)): {nil, {V: 1, Tag: plainRandomString(rng)}}}
+			x.Raw = map[string]any{"k": typeRandomAny(rng, 0)}
+		}
+		if rng.IntN(2) == 0 {
+			x.P = &plainChain{V: rng.Int(), Tag: plainRandomString(rng)}
+			n := rng.Int()
+			pn := &n
+			x.PP = &pn
+			q, _ := json.Marshal(plainRandomString(rng))
+			x.Args = json.RawMessage(`{"q":` + string(q) + `}`)
+		}
+		v, err := valueOf(x)
+		require.NoError(t, err)
+		if checkTypeDecode[typeRich](t, v.Canonical()) {
+			taken++
+		}
+	}
+	require.Greater(t, taken, 1000, "most random values take the fast decoder")
+}
+
+func typeRandomFloat(rng *rand.Rand) float64 {
+	switch rng.IntN(6) {
+	case 0:
+		return 0
+	case 1:
+		return math.Copysign(0, -1)
+	case 2:
+		return rng.NormFloat64() * 1e300
+	case 3:
+		return rng.NormFloat64() * 1e-300
+	case 4:
+		return float64(rng.IntN(1000))
+	}
+	return rng.NormFloat64()
+}
+
+func typeRandomAny(rng *rand.Rand, depth int) any {
+	switch k := rng.IntN(7); {
+	case k == 0 || depth > 3:
+		return typeRandomFloat(rng)
+	case k == 1:
+		return plainRandomString(rng)
+	case k == 2:
+		return rng.IntN(2) == 0
+	case k == 3:
+		return nil
+	case k == 4:
+		a := []any{}
+		for range rng.IntN(3) {
+			a = append(a, typeRandomAny(rng, depth+1))
+		}
+		return a
+	}
+	m := map[string]any{}
+	for range rng.IntN(3) {
+		m[plainRandomString(rng)] = typeRandomAny(rng, depth+1)
+	}
+	return m
 }
 
 // plainRandomString is a string an agent might pass on: words, quotes,
@@ -197,7 +304,7 @@ func plainRandomString(rng *rand.Rand) string {
 	return b.String()
 }
 
-func FuzzPlainDecode(f *testing.F) {
+func FuzzTypeDecode(f *testing.F) {
 	for _, text := range plainTexts {
 		f.Add(text)
 	}
@@ -211,19 +318,23 @@ func FuzzPlainDecode(f *testing.F) {
 			return
 		}
 		c := v.Canonical()
-		checkPlainDecode[plainChain](t, c)
-		checkPlainDecode[plainWidths](t, c)
-		checkPlainDecode[plainNested](t, c)
-		checkPlainDecode[[2]int](t, c)
-		checkPlainDecode[string](t, c)
-		checkPlainDecode[bool](t, c)
-		checkPlainDecode[int16](t, c)
-		checkPlainDecode[uint8](t, c)
+		checkTypeDecode[plainChain](t, c)
+		checkTypeDecode[plainWidths](t, c)
+		checkTypeDecode[plainNested](t, c)
+		checkTypeDecode[typeRich](t, c)
+		checkTypeDecode[Response](t, c)
+		checkTypeDecode[any](t, c)
+		checkTypeDecode[[]float32](t, c)
+		checkTypeDecode[[2]int](t, c)
+		checkTypeDecode[string](t, c)
+		checkTypeDecode[bool](t, c)
+		checkTypeDecode[int16](t, c)
+		checkTypeDecode[uint8](t, c)
 		// Valid text that is not canonical (spaces, escapes the canonical
 		// form rewrites) must be declined or decoded as json does too.
 		if json.Valid([]byte(text)) {
-			checkPlainDecode[plainChain](t, text)
-			checkPlainDecode[plainNested](t, text)
+			checkTypeDecode[plainChain](t, text)
+			checkTypeDecode[plainNested](t, text)
 		}
 	})
 }
