@@ -341,8 +341,15 @@ func (d *typeDecoder) decodeSlice(s *typeScan, p unsafe.Pointer) bool {
 	if !s.consume(']') {
 		return false
 	}
-	reflect.NewAt(d.typ, p).Elem().Set(v)
+	*(*sliceHeader)(p) = sliceHeader{base, n, n}
 	return true
+}
+
+// sliceHeader is the layout of a slice value (written through p, which
+// reflect.NewAt would move to the heap with the value p points into).
+type sliceHeader struct {
+	data     unsafe.Pointer
+	len, cap int
 }
 
 // decodeMap decodes an object into a new map (json gives an empty object a
@@ -372,7 +379,7 @@ func (d *typeDecoder) decodeMap(s *typeScan, p unsafe.Pointer) bool {
 			}
 		}
 	}
-	reflect.NewAt(d.typ, p).Elem().Set(m)
+	*(*unsafe.Pointer)(p) = m.UnsafePointer() // a map value is one pointer
 	return true
 }
 

@@ -338,3 +338,44 @@ func FuzzTypeDecode(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkTypeDecode compares the served-output decoder with
+// encoding/json on outputs of the shapes agents return.
+//
+//	go test ./replay -run '^$' -bench TypeDecode
+func BenchmarkTypeDecode(b *testing.B) {
+	response := trace.MustParse(`{"content":"The refund of 120.50 EUR exceeds the policy limit.","extra":{"id":"msg_01XFDUDYJgAACzvnptvVoYEL","system_fingerprint":"fp_44709d6fcb"},"stop_reason":"tool_use","tool_calls":[{"arguments":{"amount":120.5,"order":"A-1001"},"id":"toolu_01A09q90qw90lq917835lq9","name":"issue_refund"}],"usage":{"completion_tokens":48,"cost_usd":0.00213,"prompt_tokens":1520,"total_tokens":1568}}`)
+	chain := trace.MustParse(`{"tag":"chain","v":417}`)
+	rich := trace.MustParse(`{"Grid":[[1.5,2],[3,4]],"P":{"tag":"p","v":1},"any":{"a":[1,"x",true]},"f64":0.25,"items":[{"tag":"a","v":1},{"tag":"b","v":2}],"m":{"a":1,"b":2},"tags":["x","y","z"]}`)
+	run := func(name string, v trace.Value, typed, viaJSON func(string) bool) {
+		b.Run(name+"/json", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if !viaJSON(v.Canonical()) {
+					b.Fatal("json declined")
+				}
+			}
+		})
+		b.Run(name+"/typed", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if !typed(v.Canonical()) {
+					b.Fatal("the typed decoder declined")
+				}
+			}
+		})
+	}
+	run("response", response, typedOK[Response], jsonOK[Response])
+	run("chain", chain, typedOK[plainChain], jsonOK[plainChain])
+	run("rich", rich, typedOK[typeRich], jsonOK[typeRich])
+}
+
+func typedOK[T any](text string) bool {
+	_, ok := decodeTyped[T](typeDecoderFor(reflect.TypeFor[T]()), text)
+	return ok
+}
+
+func jsonOK[T any](text string) bool {
+	var out T
+	return json.Unmarshal([]byte(text), &out) == nil
+}
