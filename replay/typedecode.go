@@ -10,6 +10,8 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
+
+	"github.com/stepfork/stepfork/trace"
 )
 
 // The first replay of a base decodes every recorded output it serves, and
@@ -83,6 +85,19 @@ func decodeTyped[T any](d *typeDecoder, text string) (T, bool) {
 		return zero, false
 	}
 	return out, true
+}
+
+// decodeValue decodes v, canonical text, into a new T as json.Unmarshal
+// does: with T's typeDecoder when it takes v, else with encoding/json.
+func decodeValue[T any](v trace.Value) (T, error) {
+	if d := typeDecoderFor(reflect.TypeFor[T]()); d != nil {
+		if out, ok := decodeTyped[T](d, v.Canonical()); ok {
+			return out, nil
+		}
+	}
+	var out T
+	err := v.Decode(&out)
+	return out, err
 }
 
 func compileDecoder(t reflect.Type, depth int) *typeDecoder {

@@ -203,7 +203,8 @@ func asRecorded[T any](v T, rec trace.Value) (T, error) {
 		*p = rec
 		return out, nil
 	}
-	if err := rec.Decode(&out); err != nil {
+	out, err := decodeValue[T](rec)
+	if err != nil {
 		return out, fmt.Errorf("%w: %s, recorded as %s, does not decode back into %T, so a replay could not serve it: %w",
 			ErrNotRecordable, reflect.TypeFor[T](), preview(rec), out, err)
 	}
