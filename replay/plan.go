@@ -143,7 +143,13 @@ type Prepared struct {
 // nullHash is the hash of a null payload.
 var nullHash = trace.Hash(trace.NullValue)
 
-func prepare(base *trace.Trace) *Prepared {
+func prepare(base *trace.Trace) *Prepared { return prepareFrom(base, base) }
+
+// prepareFrom plans base, the shallow copy Prepare keeps, of tr: the calls
+// and lanes are tr's (trace.Trace.Calls and EventLanes, cached on tr's
+// pointer), which a fork index has paired already for its own copy, the tr
+// it plans; base's own would be paired again.
+func prepareFrom(base, tr *trace.Trace) *Prepared {
 	evs := base.Events
 	n := len(evs)
 	p := &Prepared{
@@ -197,9 +203,9 @@ func prepare(base *trace.Trace) *Prepared {
 
 	// Lanes: an event is free when it, or an event it is nested in, was
 	// made on a concurrent goroutine of its scope.
-	lanes := base.EventLanes()
+	lanes := tr.EventLanes()
 	p.laned = lanes != nil
-	calls := base.Calls()
+	calls := tr.Calls()
 	p.calls = make([]rec, 0, len(calls))
 	next := 0 // the next of calls
 	runStart := false

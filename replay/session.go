@@ -1078,7 +1078,7 @@ func Prepare(tr *trace.Trace) *Prepared {
 	if tr == nil {
 		return &Prepared{}
 	}
-	return plans.Get(tr, prepare)
+	return plans.GetFrom(tr, prepareFrom)
 }
 
 // plans are the Prepared of the traces replayed so far.

@@ -39,10 +39,19 @@ type entry[T any] struct {
 // when tr changed as the package doc says) with a shallow copy of tr that
 // lives as long as the entry. Concurrent Gets of one trace build it once.
 func (c *Cache[T]) Get(tr *trace.Trace, build func(*trace.Trace) *T) *T {
+	return c.GetFrom(tr, func(snap, _ *trace.Trace) *T { return build(snap) })
+}
+
+// GetFrom is Get whose build also receives tr itself, to read (never to
+// keep) what is cached on tr's pointer rather than on its events: the
+// calls and nodes trace.Trace.Calls and Nodes computed for it, which a
+// shallow copy would compute again (a fork index's copy is planned for
+// replay, and the plan pairs the same calls). The value must not hold tr.
+func (c *Cache[T]) GetFrom(tr *trace.Trace, build func(snap, tr *trace.Trace) *T) *T {
 	key := weak.Make(tr)
 	if v, ok := c.m.Load(key); ok {
 		if e := v.(*entry[T]); same(&e.snap, tr) {
-			return e.value(build)
+			return e.value(build, tr)
 		}
 	}
 	e := &entry[T]{snap: *tr}
@@ -52,16 +61,16 @@ func (c *Cache[T]) Get(tr *trace.Trace, build func(*trace.Trace) *T) *T {
 		// same trace: keep using that one.
 		if o := old.(*entry[T]); same(&o.snap, tr) {
 			c.m.CompareAndSwap(key, e, o)
-			return o.value(build)
+			return o.value(build, tr)
 		}
 	} else {
 		runtime.AddCleanup(tr, func(k weak.Pointer[trace.Trace]) { c.m.Delete(k) }, key)
 	}
-	return e.value(build)
+	return e.value(build, tr)
 }
 
-func (e *entry[T]) value(build func(*trace.Trace) *T) *T {
-	e.once.Do(func() { e.v = build(&e.snap) })
+func (e *entry[T]) value(build func(snap, tr *trace.Trace) *T, tr *trace.Trace) *T {
+	e.once.Do(func() { e.v = build(&e.snap, tr) })
 	return e.v
 }
 

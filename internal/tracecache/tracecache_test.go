@@ -111,3 +111,23 @@ func TestValueDoesNotPinTheTrace(t *testing.T) {
 	}
 	t.Fatal("the entry of a collected trace is still cached")
 }
+
+// TestGetFromPassesTheCallersTrace checks that GetFrom builds from a copy
+// and hands the caller's trace along, once.
+func TestGetFromPassesTheCallersTrace(t *testing.T) {
+	t.Parallel()
+	var c Cache[derived]
+	tr := newTrace(t, 2)
+	builds := 0
+	build := func(snap, orig *trace.Trace) *derived {
+		builds++
+		if snap == tr || orig != tr || len(snap.Events) != len(tr.Events) || &snap.Events[0] != &tr.Events[0] {
+			t.Fatalf("built from %p (caller's %p, passed %p)", snap, tr, orig)
+		}
+		return &derived{events: len(snap.Events)}
+	}
+	v := c.GetFrom(tr, build)
+	if c.GetFrom(tr, build) != v || builds != 1 {
+		t.Fatalf("built %d times, want once", builds)
+	}
+}
