@@ -229,7 +229,6 @@ type session struct {
 	// found nothing to redact in it and stamped its hashes, and sums the
 	// digest of each as it was added (vouch.go).
 	cleanBits, sums []uint64
-	digestBuf       []byte // scratch of the digests
 
 	// hashed are the payloads the session's new events hashed last
 	// (appendHashLocked), nextHashed the one to replace.

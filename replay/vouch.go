@@ -40,30 +40,26 @@ var vouches sync.Map // weak.Pointer[trace.Event] → *vouch
 var vouchSeed = maphash.MakeSeed()
 
 // eventDigest digests every field of ev that the payload hashes or the
-// payload redaction read: their text one after the other, then their
-// lengths, hashed at once (maphash's per-call cost is most of a short
-// field's). Ids, statuses and the redactions list are left out: they are
-// protected fields, where a credential makes a redaction pass refuse the
-// event, which then is kept as it is whether it was taken for clean or not.
+// payload redaction read: each field's text hashed where it is (no copy),
+// then the table of those hashes and of the fields' lengths hashed at once.
+// A changed field changes its hash, and so the digest, but with the
+// probability of a 64-bit maphash collision; the digest only has to be the
+// same within one process (vouchSeed). Ids, statuses and the redactions
+// list are left out: they are protected fields, where a credential makes a
+// redaction pass refuse the event, which then is kept as it is whether it
+// was taken for clean or not.
 func eventDigest(ev *trace.Event) uint64 {
-	var scratch [512]byte
-	sum, _ := appendDigest(scratch[:0], ev)
-	return sum
-}
-
-// appendDigest is eventDigest with buf as scratch, returned for reuse.
-func appendDigest(buf []byte, ev *trace.Event) (uint64, []byte) {
 	fields := [...]string{string(ev.Type), ev.InputHash, ev.OutputHash,
 		ev.Provider, ev.Model, ev.Name, ev.Key, ev.ErrorType, ev.Message,
 		ev.Input.Canonical(), ev.Output.Canonical(), ev.Before.Canonical(), ev.After.Canonical(), ev.Details.Canonical()}
-	b := buf[:0]
-	for _, f := range fields {
-		b = append(b, f...)
+	var table [len(fields) * 12]byte // per field: its hash (0 when empty), its length
+	for i, f := range fields {
+		if len(f) > 0 {
+			binary.LittleEndian.PutUint64(table[i*12:], maphash.String(vouchSeed, f))
+			binary.LittleEndian.PutUint32(table[i*12+8:], uint32(len(f)))
+		}
 	}
-	for _, f := range fields {
-		b = binary.LittleEndian.AppendUint32(b, uint32(len(f)))
-	}
-	return maphash.Bytes(vouchSeed, b), b
+	return maphash.Bytes(vouchSeed, table[:])
 }
 
 // vouchFor records what the recorder established about evs: sum[i] is
@@ -108,7 +104,5 @@ func (s *session) noteVouchLocked(ev *trace.Event, ok bool) {
 	if ok {
 		s.cleanBits[i/64] |= 1 << (i % 64)
 	}
-	var sum uint64
-	sum, s.digestBuf = appendDigest(s.digestBuf, ev)
-	s.sums = append(s.sums, sum)
+	s.sums = append(s.sums, eventDigest(ev))
 }
