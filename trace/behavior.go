@@ -158,7 +158,10 @@ func behaviorOf(evs []Event, calls []Call, nodes []Node, withUsage bool) []Behav
 // before them. With events set it also returns, for each step, the index
 // of the event it comes from.
 func behaviorFrom(evs []Event, from, index0 int, calls []Call, nodes []Node, withUsage, events bool) ([]BehaviorStep, []int32) {
-	steps := make([]BehaviorStep, 0, (len(evs)-from)/2+1)
+	// Calls are in event order, nodes in the order of their first marker.
+	nextCall, _ := slices.BinarySearchFunc(calls, from, func(c Call, i int) int { return cmp.Compare(c.Event, i) })
+	nextNode, _ := slices.BinarySearchFunc(nodes, from, func(n Node, i int) int { return cmp.Compare(n.first(), i) })
+	steps := make([]BehaviorStep, 0, stepCount(evs[from:], len(calls)-nextCall, len(nodes)-nextNode))
 	var at []int32 // with events: the event of each step
 	cur := from    // the event being read
 	if events {
@@ -171,9 +174,6 @@ func behaviorFrom(evs []Event, from, index0 int, calls []Call, nodes []Node, wit
 		}
 		return &steps[len(steps)-1]
 	}
-	// Calls are in event order, nodes in the order of their first marker.
-	nextCall, _ := slices.BinarySearchFunc(calls, from, func(c Call, i int) int { return cmp.Compare(c.Event, i) })
-	nextNode, _ := slices.BinarySearchFunc(nodes, from, func(n Node, i int) int { return cmp.Compare(n.first(), i) })
 	for i := from; i < len(evs); i++ {
 		ev := &evs[i]
 		cur = i
@@ -237,6 +237,31 @@ func behaviorFrom(evs []Event, from, index0 int, calls []Call, nodes []Node, wit
 		}
 	}
 	return steps, at
+}
+
+// stepCount is how many steps behaviorFrom makes of evs, whose calls and
+// nodes number calls and nodes: one per call and node, and one per plain
+// state change, decision, parameter, error and run end. The steps are
+// allocated at once (half the events, the guess it replaces, was short by
+// a fifth for a run of nodes that each call a tool and write the state,
+// whose steps were copied to a larger array on the way).
+func stepCount(evs []Event, calls, nodes int) int {
+	n := calls + nodes
+	for i := range evs {
+		ev := &evs[i]
+		switch ev.Type {
+		case StateChange:
+			switch {
+			case !strings.HasPrefix(ev.Key, "@"):
+				n++
+			case ev.Key == MarkerDecision || ev.Key == MarkerParam:
+				n++
+			}
+		case ErrorEvent, RunEnd:
+			n++
+		}
+	}
+	return n
 }
 
 // first is the index of the node's first marker.
