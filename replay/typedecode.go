@@ -69,8 +69,33 @@ func typeDecoderFor(t reflect.Type) *typeDecoder {
 	if d, ok := typeDecoders.Load(t); ok {
 		return d.(*typeDecoder)
 	}
-	d := compileDecoder(t, 0)
+	c := decoderCompiler{done: map[reflect.Type]*typeDecoder{}, open: map[reflect.Type]bool{}}
+	d := c.compile(t, 0)
 	typeDecoders.Store(t, d)
+	return d
+}
+
+// decoderCompiler compiles the decoder of one type: each type it meets
+// once (a type that fields share is not compiled again for each), and a
+// recursive type (met again inside itself) to none, which encoding/json
+// decodes; compiling it level by level would take time exponential in the
+// depth limit for a type with more than one recursive field.
+type decoderCompiler struct {
+	done map[reflect.Type]*typeDecoder // compiled, nil for none
+	open map[reflect.Type]bool         // being compiled
+}
+
+func (c *decoderCompiler) compile(t reflect.Type, depth int) *typeDecoder {
+	if d, ok := c.done[t]; ok {
+		return d
+	}
+	if c.open[t] || depth > 16 {
+		return nil
+	}
+	c.open[t] = true
+	d := c.compileType(t, depth)
+	delete(c.open, t)
+	c.done[t] = d
 	return d
 }
 
@@ -100,12 +125,12 @@ func decodeValue[T any](v trace.Value) (T, error) {
 	return out, err
 }
 
-func compileDecoder(t reflect.Type, depth int) *typeDecoder {
+func (c *decoderCompiler) compileType(t reflect.Type, depth int) *typeDecoder {
 	if t == rawMessage {
 		// Its UnmarshalJSON keeps a copy of the value's text, null too.
 		return &typeDecoder{typ: t, kind: t.Kind(), raw: true}
 	}
-	if depth > 16 || t.Implements(jsonUnmarshaler) || t.Implements(textUnmarshaler) ||
+	if t.Implements(jsonUnmarshaler) || t.Implements(textUnmarshaler) ||
 		reflect.PointerTo(t).Implements(jsonUnmarshaler) || reflect.PointerTo(t).Implements(textUnmarshaler) {
 		return nil
 	}
@@ -121,22 +146,22 @@ func compileDecoder(t reflect.Type, depth int) *typeDecoder {
 			return nil // json decodes into it only what it already holds
 		}
 	case reflect.Array:
-		d.n, d.size, d.elem = t.Len(), t.Elem().Size(), compileDecoder(t.Elem(), depth+1)
+		d.n, d.size, d.elem = t.Len(), t.Elem().Size(), c.compile(t.Elem(), depth+1)
 	case reflect.Slice:
 		if t.Elem().Kind() == reflect.Uint8 {
 			return nil // base64
 		}
-		d.size, d.elem = t.Elem().Size(), compileDecoder(t.Elem(), depth+1)
+		d.size, d.elem = t.Elem().Size(), c.compile(t.Elem(), depth+1)
 	case reflect.Pointer:
-		d.elem = compileDecoder(t.Elem(), depth+1)
+		d.elem = c.compile(t.Elem(), depth+1)
 	case reflect.Map:
 		k := t.Key()
 		if k.Kind() != reflect.String || reflect.PointerTo(k).Implements(textUnmarshaler) {
 			return nil
 		}
-		d.elem = compileDecoder(t.Elem(), depth+1)
+		d.elem = c.compile(t.Elem(), depth+1)
 	case reflect.Struct:
-		if !d.compileFields(t, depth) {
+		if !c.compileFields(d, t, depth) {
 			return nil
 		}
 		return d
@@ -152,9 +177,9 @@ func compileDecoder(t reflect.Type, depth int) *typeDecoder {
 	return d
 }
 
-// compileFields names t's fields as encoding/json does, reporting false
+// compileFields names t's fields, into d, as encoding/json does, reporting false
 // when that takes a rule this file does not follow.
-func (d *typeDecoder) compileFields(t reflect.Type, depth int) bool {
+func (c *decoderCompiler) compileFields(d *typeDecoder, t reflect.Type, depth int) bool {
 	for i := range t.NumField() {
 		f := t.Field(i)
 		if f.Anonymous {
@@ -180,7 +205,7 @@ func (d *typeDecoder) compileFields(t reflect.Type, depth int) bool {
 		} else if !jsonTagName(name) {
 			return false
 		}
-		dec := compileDecoder(f.Type, depth+1)
+		dec := c.compile(f.Type, depth+1)
 		if dec == nil {
 			return false
 		}

@@ -379,3 +379,33 @@ func jsonOK[T any](text string) bool {
 	var out T
 	return json.Unmarshal([]byte(text), &out) == nil
 }
+
+// typeSchema is recursive through four fields, as a JSON schema is: its
+// decoder, compiled level by level, took time exponential in the depth
+// limit (4^16 compilations) on the first decoding.
+type typeSchema struct {
+	Items      *typeSchema            `json:"items,omitempty"`
+	Properties map[string]*typeSchema `json:"properties,omitempty"`
+	Extra      *typeSchema            `json:"extra,omitempty"`
+	AnyOf      []typeSchema           `json:"anyOf,omitempty"`
+	Type       string                 `json:"type"`
+}
+
+// typeShared uses one struct type in many fields, and each of those in
+// many more: it is compiled once, and decoded by its decoder.
+type typeShared struct{ A, B, C, D [2]typeSharedLevel }
+type typeSharedLevel struct{ A, B, C, D [2]plainChain }
+
+func TestTypeDecodeRecursiveAndSharedTypes(t *testing.T) {
+	t.Parallel()
+	require.Nil(t, typeDecoderFor(reflect.TypeFor[typeSchema]()), "a recursive type is json's")
+	text := `{"anyOf":[{"type":"string"},{"items":{"type":"integer"},"type":"array"}],"properties":{"a":{"type":"object"}},"type":"object"}`
+	got, err := decodeValue[typeSchema](trace.MustParse(text))
+	require.NoError(t, err)
+	var want typeSchema
+	require.NoError(t, json.Unmarshal([]byte(text), &want))
+	require.Equal(t, want, got)
+
+	require.NotNil(t, typeDecoderFor(reflect.TypeFor[typeShared]()))
+	require.True(t, checkTypeDecode[typeShared](t, `{"B":[{"C":[{"tag":"x","v":1}]}]}`))
+}
