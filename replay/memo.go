@@ -10,30 +10,20 @@ import (
 	"github.com/stepfork/stepfork/trace"
 )
 
-// Every replay of a base run encodes the same inputs and decodes the same
-// recorded outputs again: a sweep of sixty-four variants decodes each
-// output of the prefix sixty-four times. For plain types, whose encoding is
-// a function of the value and whose decoding a function of the text, a
-// Prepared keeps what it computed, shared by every replay of it:
-//
-//   - decoded: (recorded text, type) → the decoded value, for outputs
-//     served from the recording that the type's typeDecoder declines
-//     (typedecode.go; it decodes the rest more cheaply than a lookup);
-//   - encoded: value → its canonical Value, for inputs and state written
-//     while the run still follows the base.
+// Every replay of a base run encodes the same inputs again: a sweep of
+// sixty-four variants encodes each input of the prefix sixty-four times.
+// For plain types, whose encoding is a function of the value, a Prepared
+// keeps what it computed, shared by every replay of it: encoded, value →
+// its canonical Value, for inputs and state written while the run still
+// follows the base. (Recorded outputs are not kept decoded: the decoder
+// compiled for their type, typedecode.go, costs less than a lookup.)
 //
 // A plain type is a bool, an integer, a string, or an array or struct of
 // plain types, with no json or text (un)marshaler at any level. Floats are
 // not plain (0 and -0 are equal and encode differently), nor anything
-// holding a pointer, slice, map or interface: a cached value is handed out
-// by copy, and a copy of a plain value shares nothing mutable. Each cache
-// holds at most as many entries as the base run has events, so the memory
-// stays in proportion to the trace.
-
-type decodeKey struct {
-	raw string
-	t   reflect.Type
-}
+// holding a pointer, slice, map or interface. The memo holds at most as
+// many entries as the base run has events, so the memory stays in
+// proportion to the trace.
 
 // encodedValue is a plain value and its encoding.
 type encodedValue struct {
@@ -42,9 +32,9 @@ type encodedValue struct {
 }
 
 type memo struct {
-	decoded, encoded sync.Map
-	size             atomic.Int64 // entries in both
-	limit            int64
+	encoded sync.Map
+	size    atomic.Int64 // entries
+	limit   int64
 }
 
 func newMemo(events int) *memo { return &memo{limit: int64(events) + 16} }
@@ -131,41 +121,4 @@ func (s *session) valueOf(x any) (trace.Value, error) {
 		mm.store(&mm.encoded, x, v)
 	}
 	return v, nil
-}
-
-// decodeMemo decodes v into a T: with the type's typeDecoder when it has
-// one and takes v (typedecode.go: cheaper than a memo lookup), else
-// memoized for plain types when the session replays a Prepared.
-func decodeMemo[T any](s *session, v trace.Value) (T, error) {
-	if _, ok := any((*T)(nil)).(*trace.Value); ok {
-		return any(v).(T), nil // what decoding canonical text into a Value gives
-	}
-	t := reflect.TypeFor[T]()
-	if d := typeDecoderFor(t); d != nil {
-		if out, ok := decodeTyped[T](d, v.Canonical()); ok {
-			return out, nil
-		}
-	}
-	if s.plan == nil || s.plan.memo == nil || !plain(t) {
-		return decodeInto[T](v)
-	}
-	mm := s.plan.memo
-	k := decodeKey{v.Canonical(), t}
-	if d, ok := mm.decoded.Load(k); ok {
-		return d.(T), nil
-	}
-	out, err := decodeInto[T](v)
-	if err != nil {
-		return out, err
-	}
-	mm.store(&mm.decoded, k, out)
-	return out, nil
-}
-
-// decodeInto decodes v into a new T. (Apart from decodeMemo, so that only
-// a decoding, not a value served from the memo, puts a T on the heap.)
-func decodeInto[T any](v trace.Value) (T, error) {
-	var out T
-	err := v.Decode(&out)
-	return out, err
 }

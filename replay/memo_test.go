@@ -127,11 +127,11 @@ func TestMemoStaysBounded(t *testing.T) {
 func TestMemoKeepsDistinctValuesApart(t *testing.T) {
 	t.Parallel()
 	s := &session{plan: &plan{Prepared: &Prepared{memo: newMemo(10)}}}
-	a, err := decodeMemo[plainPoint](s, trace.MustParse(`{"X":1,"tag":"a"}`))
+	a, err := decodeValue[plainPoint](trace.MustParse(`{"X":1,"tag":"a"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := decodeMemo[plainPoint](s, trace.MustParse(`{"X":1,"tag":"b"}`))
+	b, err := decodeValue[plainPoint](trace.MustParse(`{"X":1,"tag":"b"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func TestMemoKeepsDistinctValuesApart(t *testing.T) {
 		X   int
 		Tag string `json:"tag"`
 	}
-	o, err := decodeMemo[other](s, trace.MustParse(`{"X":1,"tag":"a"}`))
+	o, err := decodeValue[other](trace.MustParse(`{"X":1,"tag":"a"}`))
 	if err != nil || o.Tag != "a" {
 		t.Fatalf("same text into another type: %+v, %v", o, err)
 	}

@@ -130,7 +130,7 @@ type Prepared struct {
 	// without lanes.
 	ops *opIndex
 
-	memo *memo // plain values encoded and outputs decoded by its replays (memo.go)
+	memo *memo // plain values encoded by its replays (memo.go)
 
 	// vouch is what the recording of this process that made the base's
 	// events established about them (vouch.go); nil for any other base.

@@ -97,7 +97,7 @@ func decodeServed[T any](sc *scope, kind CallKind, label string, v trace.Value) 
 	if v.IsAbsent() || v.IsNull() {
 		return out, nil
 	}
-	out, err := decodeMemo[T](sc.s, v)
+	out, err := decodeValue[T](v)
 	if err != nil {
 		e := &MismatchError{Kind: kind, Label: label, Step: -1,
 			msg: fmt.Sprintf("recorded output of %s '%s' does not decode into %T: %v", kind, label, out, err)}
