@@ -42,7 +42,7 @@ type typeDecoder struct {
 	raw    bool           // a json.RawMessage: the value's text
 	bits   int            // of a number
 	n      int            // an array's length
-	size   uintptr        // its (or a slice's) element's size
+	size   uintptr        // its element's size (of an array or slice)
 	elem   *typeDecoder   // an array's, slice's, map's or pointer's element
 	fields []fieldDecoder // a struct's fields, as json names them
 }
@@ -145,34 +145,25 @@ func (c *decoderCompiler) compileType(t reflect.Type, depth int) *typeDecoder {
 		if t.NumMethod() != 0 {
 			return nil // json decodes into it only what it already holds
 		}
-	case reflect.Array:
-		d.n, d.size, d.elem = t.Len(), t.Elem().Size(), c.compile(t.Elem(), depth+1)
-	case reflect.Slice:
-		if t.Elem().Kind() == reflect.Uint8 {
+	case reflect.Array, reflect.Slice, reflect.Pointer, reflect.Map:
+		switch k := t.Kind(); {
+		case k == reflect.Slice && t.Elem().Kind() == reflect.Uint8:
 			return nil // base64
+		case k == reflect.Map && (t.Key().Kind() != reflect.String || reflect.PointerTo(t.Key()).Implements(textUnmarshaler)):
+			return nil
+		case k == reflect.Array:
+			d.n = t.Len()
 		}
 		d.size, d.elem = t.Elem().Size(), c.compile(t.Elem(), depth+1)
-	case reflect.Pointer:
-		d.elem = c.compile(t.Elem(), depth+1)
-	case reflect.Map:
-		k := t.Key()
-		if k.Kind() != reflect.String || reflect.PointerTo(k).Implements(textUnmarshaler) {
+		if d.elem == nil {
 			return nil
 		}
-		d.elem = c.compile(t.Elem(), depth+1)
 	case reflect.Struct:
 		if !c.compileFields(d, t, depth) {
 			return nil
 		}
-		return d
 	default:
 		return nil
-	}
-	switch t.Kind() {
-	case reflect.Array, reflect.Slice, reflect.Pointer, reflect.Map:
-		if d.elem == nil {
-			return nil
-		}
 	}
 	return d
 }
@@ -297,11 +288,7 @@ func (d *typeDecoder) decode(s *typeScan, p unsafe.Pointer) bool {
 			*(*uint64)(p) = n
 		}
 	case reflect.Float32, reflect.Float64:
-		num := s.number()
-		if num == "" || num[0] == '+' {
-			return false
-		}
-		f, err := strconv.ParseFloat(num, d.bits)
+		f, err := strconv.ParseFloat(s.number(), d.bits)
 		if err != nil {
 			return false
 		}
@@ -363,7 +350,7 @@ func (d *typeDecoder) decodeArray(s *typeScan, p unsafe.Pointer) bool {
 // decodeSlice decodes an array into a new slice of its length (json gives
 // an empty array a non-nil slice).
 func (d *typeDecoder) decodeSlice(s *typeScan, p unsafe.Pointer) bool {
-	n, ok := s.count(']')
+	n, ok := s.count()
 	if !ok {
 		return false
 	}
@@ -520,20 +507,20 @@ func (s *typeScan) anyValue(depth int) (any, bool) {
 
 // count reads ahead the number of elements of the array at s.pos (s.pos
 // does not move).
-func (s *typeScan) count(closing byte) (int, bool) {
+func (s *typeScan) count() (int, bool) {
 	at := s.pos
 	defer func() { s.pos = at }()
 	if !s.consume('[') {
 		return 0, false
 	}
-	if s.consume(closing) {
+	if s.consume(']') {
 		return 0, true
 	}
 	for n := 1; ; n++ {
 		if !s.skip(0) {
 			return 0, false
 		}
-		if s.consume(closing) {
+		if s.consume(']') {
 			return n, true
 		}
 		if !s.consume(',') {
