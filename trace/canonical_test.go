@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -246,5 +247,46 @@ func TestValueAccessors(t *testing.T) {
 	}
 	if b, ok := v.Get("t").BoolOf(); !ok || !b {
 		t.Error("BoolOf")
+	}
+}
+
+// TestValueDecodeIntoValue checks that Decode into a *Value, which stores
+// the value itself, gives what encoding/json gives, and that every other
+// target still goes through encoding/json.
+func TestValueDecodeIntoValue(t *testing.T) {
+	t.Parallel()
+	obj, err := ObjectValue(Member{"b", IntValue(2)}, Member{"a", StringValue("x\u2028\"")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	float, err := FloatValue(1e21)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []Value{
+		NullValue, TrueValue, IntValue(-7), float, StringValue("sk-live \u00e9\x01"), obj,
+		MustParse(`{"s":"a\"b","n":[1,2.5,{"k":null}],"t":true,"u":"\ud83d\ude00"}`),
+		MustParse(`[[[[]]],{},"",-0.0,1E2]`),
+	} {
+		var viaDecode, viaJSON Value
+		if err := v.Decode(&viaDecode); err != nil || viaDecode != v {
+			t.Errorf("Decode(%s) into a Value = %s, %v", v, viaDecode, err)
+		}
+		if err := json.Unmarshal([]byte(v.Canonical()), &viaJSON); err != nil || viaJSON != v {
+			t.Errorf("json.Unmarshal(%s) into a Value = %s, %v", v, viaJSON, err)
+		}
+		var wrapped struct{ V Value }
+		if err := MustParse(`{"V":` + v.Canonical() + `}`).Decode(&wrapped); err != nil || wrapped.V != v {
+			t.Errorf("Decode into a struct's Value field = %s, %v; want %s", wrapped.V, err, v)
+		}
+	}
+	var absent, into Value
+	if err := absent.Decode(&into); err == nil || !strings.Contains(err.Error(), "cannot decode an absent value") {
+		t.Errorf("Decode of an absent value: %v", err)
+	}
+	var nilValue *Value
+	var invalid *json.InvalidUnmarshalError
+	if err := IntValue(1).Decode(nilValue); !errors.As(err, &invalid) {
+		t.Errorf("Decode into a nil *Value: %v, want encoding/json's InvalidUnmarshalError", err)
 	}
 }

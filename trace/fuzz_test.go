@@ -173,6 +173,14 @@ func FuzzCanonicalize(f *testing.F) {
 		if err != nil || v.Canonical() != string(out) {
 			t.Fatalf("ParseValue disagrees with canonicalize: %v", err)
 		}
+		// Decode into a *Value stores v itself; encoding/json must agree.
+		var viaJSON, viaDecode Value
+		if err := json.Unmarshal(out, &viaJSON); err != nil || viaJSON != v {
+			t.Fatalf("json.Unmarshal of %q into a Value: %q, %v", out, viaJSON.Canonical(), err)
+		}
+		if err := v.Decode(&viaDecode); err != nil || viaDecode != v {
+			t.Fatalf("Decode of %q into a Value: %q, %v", out, viaDecode.Canonical(), err)
+		}
 		// Same meaning: both decode to the same Go value (numbers as
 		// float64, so 1 and 1.0 compare equal here).
 		var a, b any

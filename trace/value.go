@@ -362,10 +362,16 @@ func skipValue(s string, i int) int {
 }
 
 // Decode unmarshals v into the Go value pointed to by dst with encoding/json.
-// Decoding an absent value is an error.
+// Decoding an absent value is an error. Decoding into a *[Value] stores v
+// itself, which is what encoding/json would give: canonical text parses to
+// itself.
 func (v Value) Decode(dst any) error {
 	if v.raw == "" {
 		return fmt.Errorf("trace: cannot decode an absent value")
+	}
+	if p, ok := dst.(*Value); ok && p != nil {
+		*p = v
+		return nil
 	}
 	return json.Unmarshal([]byte(v.raw), dst)
 }
