@@ -10,35 +10,24 @@
 // values are the same. It is the one place these values are recognised.
 package volatile
 
-import (
-	"regexp"
-	"strings"
-	"sync"
-)
+import "strings"
 
-// Patterns match the volatile values, each with the name of its kind and
-// a test that a string cannot hold one (a cheap look before the regexp).
-// Numbered says whether a rendering gives each distinct value its own
-// placeholder (<run-1>, <run-2>): ids are identities, while two equal
-// times are a coincidence (<time>). They are compiled on first use, not
-// when every program that links this package starts.
-var Patterns = sync.OnceValue(func() []Pattern {
-	return []Pattern{
-		{"run", regexp.MustCompile(`\brun_[0-9a-f]{32}\b`), func(s string) bool { return !strings.Contains(s, "run_") }, true},
-		{"evt", regexp.MustCompile(`\bevt_[0-9a-f]{32}\b`), func(s string) bool { return !strings.Contains(s, "evt_") }, true},
-		{"uuid", regexp.MustCompile(`\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b`), func(s string) bool { return strings.Count(s, "-") < 4 }, true},
-		{"time", regexp.MustCompile(`\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})`), func(s string) bool {
-			return strings.Count(s, "-") < 2 || strings.Count(s, ":") < 2
-		}, false},
-	}
-})
-
-// Pattern is one of [Patterns].
-type Pattern struct {
-	Name     string
-	Re       *regexp.Regexp
-	none     func(s string) bool
-	Numbered bool
+// kinds are the volatile values, in the order they are replaced. Each
+// find returns the leftmost match in s at or after from, exactly as the
+// regular expression in its comment does (the tests hold the expressions
+// as the reference), or -1. numbered says whether a rendering gives each
+// distinct value its own placeholder (<run-1>, <run-2>): ids are
+// identities, while two equal times are a coincidence (<time>). A \b is
+// an ASCII word boundary, \d an ASCII digit, as in RE2.
+var kinds = [...]struct {
+	name     string
+	numbered bool
+	find     func(s string, from int) (start, end int)
+}{
+	{"run", true, func(s string, from int) (int, int) { return findPrefixedHex(s, from, "run_") }}, // \brun_[0-9a-f]{32}\b
+	{"evt", true, func(s string, from int) (int, int) { return findPrefixedHex(s, from, "evt_") }}, // \bevt_[0-9a-f]{32}\b
+	{"uuid", true, findUUID},  // \b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b
+	{"time", false, findTime}, // \b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})
 }
 
 // Blank replaces every volatile value in s by "<kind>".
@@ -46,12 +35,142 @@ func Blank(s string) string {
 	if len(s) < 16 {
 		return s // shorter than any volatile value
 	}
-	for _, p := range Patterns() {
-		if !p.none(s) && p.Re.MatchString(s) {
-			s = p.Re.ReplaceAllLiteralString(s, "<"+p.Name+">")
-		}
+	for _, k := range kinds {
+		s = replaceAll(s, k.find, func(string) string { return "<" + k.name + ">" })
 	}
 	return s
+}
+
+// replaceAll replaces the matches of find in s, left to right and not
+// overlapping, by what with gives for each; s itself when there is none.
+func replaceAll(s string, find func(string, int) (int, int), with func(match string) string) string {
+	start, end := find(s, 0)
+	if start < 0 {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	last := 0
+	for start >= 0 {
+		b.WriteString(s[last:start])
+		b.WriteString(with(s[start:end]))
+		last = end
+		start, end = find(s, end)
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}
+
+// findPrefixedHex finds \b prefix [0-9a-f]{32} \b.
+func findPrefixedHex(s string, from int, prefix string) (int, int) {
+	for from < len(s) {
+		k := strings.Index(s[from:], prefix)
+		if k < 0 {
+			break
+		}
+		at := from + k
+		end := at + len(prefix) + 32
+		if boundaryBefore(s, at) && end <= len(s) && hexRun(s[at+len(prefix):end]) && boundaryAfter(s, end) {
+			return at, end
+		}
+		from = at + 1
+	}
+	return -1, -1
+}
+
+// findUUID finds \b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b.
+// Every match has its first '-' 8 bytes in, so the dashes of s, in order,
+// name the candidates in order.
+func findUUID(s string, from int) (int, int) {
+	for d := from + 8; d < len(s); {
+		k := strings.IndexByte(s[d:], '-')
+		if k < 0 {
+			break
+		}
+		d += k
+		at, end := d-8, d+28
+		if end <= len(s) && boundaryBefore(s, at) && hexRun(s[at:d]) && hexRun(s[d+1:d+5]) && s[d+5] == '-' &&
+			hexRun(s[d+6:d+10]) && s[d+10] == '-' && hexRun(s[d+11:d+15]) && s[d+15] == '-' &&
+			hexRun(s[d+16:end]) && boundaryAfter(s, end) {
+			return at, end
+		}
+		d++
+	}
+	return -1, -1
+}
+
+// findTime finds \b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2}).
+// Every match has its first '-' 4 bytes in. A fraction is taken whole or
+// not at all: a zone never starts with a digit, so no shorter run of its
+// digits can be followed by one.
+func findTime(s string, from int) (int, int) {
+	for d := from + 4; d < len(s); {
+		k := strings.IndexByte(s[d:], '-')
+		if k < 0 {
+			break
+		}
+		d += k
+		at := d - 4
+		if p := at + 19; p <= len(s) && boundaryBefore(s, at) && digits(s[at:d]) && digits(s[d+1:d+3]) && s[d+3] == '-' &&
+			digits(s[d+4:d+6]) && (s[d+6] == 'T' || s[d+6] == ' ') && digits(s[d+7:d+9]) && s[d+9] == ':' &&
+			digits(s[d+10:d+12]) && s[d+12] == ':' && digits(s[d+13:d+15]) {
+			if p < len(s) && s[p] == '.' {
+				q := p + 1
+				for q < len(s) && isDigit(s[q]) {
+					q++
+				}
+				if q > p+1 {
+					p = q
+				}
+			}
+			if end := zoneEnd(s, p); end > 0 {
+				return at, end
+			}
+		}
+		d++
+	}
+	return -1, -1
+}
+
+// zoneEnd is the end of Z or [+-]\d{2}:\d{2} at s[p:], or -1.
+func zoneEnd(s string, p int) int {
+	switch {
+	case p < len(s) && s[p] == 'Z':
+		return p + 1
+	case p+6 <= len(s) && (s[p] == '+' || s[p] == '-') && digits(s[p+1:p+3]) && s[p+3] == ':' && digits(s[p+4:p+6]):
+		return p + 6
+	}
+	return -1
+}
+
+// boundaryBefore reports whether s[at], a word byte, starts a word.
+func boundaryBefore(s string, at int) bool { return at >= 0 && (at == 0 || !isWord(s[at-1])) }
+
+// boundaryAfter reports whether s[end-1], a word byte, ends a word.
+func boundaryAfter(s string, end int) bool { return end == len(s) || !isWord(s[end]) }
+
+func isWord(c byte) bool {
+	return isDigit(c) || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_'
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+func hexRun(s string) bool {
+	for i := range len(s) {
+		if c := s[i]; !isDigit(c) && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+func digits(s string) bool {
+	for i := range len(s) {
+		if !isDigit(s[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 // Replace returns s with every volatile value replaced by its placeholder:
@@ -61,17 +180,14 @@ func Blank(s string) string {
 func (n *Numbering) Replace(s string, minted map[string]string) string {
 	s = n.Minted(s, minted)
 	if len(s) < 16 {
-		return s // shorter than any pattern's value
+		return s // shorter than any kind's value
 	}
-	for _, p := range Patterns() {
-		if p.none(s) || !p.Re.MatchString(s) {
-			continue
+	for _, k := range kinds {
+		if k.numbered {
+			s = replaceAll(s, k.find, func(m string) string { return n.Name(k.name, m) })
+		} else {
+			s = replaceAll(s, k.find, func(string) string { return "<" + k.name + ">" })
 		}
-		if !p.Numbered {
-			s = p.Re.ReplaceAllLiteralString(s, "<"+p.Name+">")
-			continue
-		}
-		s = p.Re.ReplaceAllStringFunc(s, func(m string) string { return n.Name(p.Name, m) })
 	}
 	return s
 }
