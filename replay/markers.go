@@ -300,8 +300,11 @@ func Read[T any](ctx context.Context, key string, current T) T {
 	if a.kind != actServe {
 		if v, ok := s.patched[key]; ok {
 			// The key was patched and the agent has not written it since.
-			var out T
-			if v.IsAbsent() || v.Decode(&out) == nil {
+			if v.IsAbsent() {
+				var zero T
+				return zero
+			}
+			if out, err := decodeValue[T](v); err == nil {
 				return out
 			}
 		}
@@ -309,7 +312,8 @@ func Read[T any](ctx context.Context, key string, current T) T {
 	}
 	var out T
 	if !a.value.IsAbsent() {
-		if err := a.value.Decode(&out); err != nil {
+		var err error
+		if out, err = decodeValue[T](a.value); err != nil {
 			s.noteLocked(&MismatchError{Kind: KindState, Label: key, Step: -1,
 				msg: fmt.Sprintf("patched state '%s' %s does not decode into %T: %v", key, preview(a.value), out, err)})
 			return current
@@ -374,8 +378,7 @@ func Decide[T any](ctx context.Context, name string, computed T) T {
 	}
 	m := sc.s.marker(sc, KindDecision, name, cv, nil)
 	if m.forced {
-		var out T
-		if err := m.value.Decode(&out); err == nil {
+		if out, err := decodeValue[T](m.value); err == nil {
 			return out
 		}
 		sc.s.note(&MismatchError{Kind: KindDecision, Label: name, Step: -1,
@@ -474,8 +477,8 @@ func Param[T any](ctx context.Context, name string, def T) T {
 		}
 		return def
 	}
-	var out T
-	if err := m.value.Decode(&out); err != nil {
+	out, err := decodeValue[T](m.value)
+	if err != nil {
 		sc.s.note(&MismatchError{Kind: KindParam, Label: name, Step: -1,
 			msg: fmt.Sprintf("recorded parameter '%s' %s does not decode into %T", name, preview(m.value), def)})
 		return def

@@ -38,7 +38,8 @@ func Typed[In, Out any](fn func(context.Context, In) (Out, error)) Agent {
 	return func(ctx context.Context, input trace.Value) (any, error) {
 		var in In
 		if !input.IsAbsent() {
-			if err := input.Decode(&in); err != nil {
+			var err error
+			if in, err = decodeValue[In](input); err != nil {
 				return nil, fmt.Errorf("replay.Typed: the run input %s does not decode into %T: %w", preview(input), in, err)
 			}
 		}

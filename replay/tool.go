@@ -62,8 +62,8 @@ func callTool[In, Out any](ctx context.Context, sc *scope, name string, fn func(
 	out, served, err := sc.s.dependency(ctx, sc, &ic, raw, func(ctx context.Context, input trace.Value, _ string, patched bool) (trace.Value, error) {
 		arg := in
 		if patched {
-			var p In
-			if err := input.Decode(&p); err != nil {
+			p, err := decodeValue[In](input)
+			if err != nil {
 				return trace.Value{}, fmt.Errorf("replay: tool '%s': the patched input %s does not decode into %T: %w", name, preview(input), p, err)
 			}
 			arg = p
