@@ -299,7 +299,7 @@ func TestLineAtLimit(t *testing.T) {
 			next = "" // the last line of the file, without a line ending
 		}
 		var l lineReader
-		l.reset(io.MultiReader(io.LimitReader(repeatReader('a'), int64(tc.size)), strings.NewReader(next)), EventsFile)
+		l.reset(io.MultiReader(io.LimitReader(repeatReader('a'), int64(tc.size)), strings.NewReader(next)), EventsFile, -1)
 		line, n, err := l.next()
 		if tc.size > MaxLineBytes {
 			want := "events.jsonl:1: line is longer than the limit of 67108864 bytes"

@@ -23,6 +23,10 @@ import (
 // benchSizes are the event counts of the generated bundles.
 var benchSizes = []int{1_000, 10_000, 100_000}
 
+// fixtureSizes add the size of a test's fixture, a bundle of a few
+// kilobytes that a test loads and verifies on every run.
+var fixtureSizes = append([]int{20}, benchSizes...)
+
 // benchBundles caches the generated bundles of this process.
 var benchBundles struct {
 	sync.Mutex
@@ -328,7 +332,7 @@ func peakHeap(f func()) uint64 {
 // BenchmarkValidateBundle streams a bundle once with every check on:
 // strict, payload hashes and file digests.
 func BenchmarkValidateBundle(b *testing.B) {
-	for _, n := range benchSizes {
+	for _, n := range fixtureSizes {
 		b.Run(fmt.Sprintf("events=%d", n), func(b *testing.B) {
 			p := benchBundle(b, n)
 			// One untimed run measures the peak heap.
@@ -345,7 +349,7 @@ func BenchmarkValidateBundle(b *testing.B) {
 
 // BenchmarkLoad reads a whole bundle into memory.
 func BenchmarkLoad(b *testing.B) {
-	for _, n := range benchSizes {
+	for _, n := range fixtureSizes {
 		b.Run(fmt.Sprintf("events=%d", n), func(b *testing.B) {
 			p := benchBundle(b, n)
 			cpuLoop(b, eventsSize(b, p), func() {

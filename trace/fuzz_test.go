@@ -438,7 +438,7 @@ func FuzzEventsFile(f *testing.F) {
 func readEventsFile(data []byte) ([]Event, error) {
 	var l lineReader
 	var d eventDecoder
-	l.reset(bytes.NewReader(data), EventsFile)
+	l.reset(bytes.NewReader(data), EventsFile, int64(len(data)))
 	var events []Event
 	for {
 		line, n, err := l.next()

@@ -130,7 +130,11 @@ func openReader(b *bundle, path string, cfg openConfig) (*Reader, error) {
 		return nil, err
 	}
 	r.f = f
-	r.lines.reset(f, b.where(EventsFile))
+	size := int64(-1)
+	if m, err := b.file(EventsFile); err == nil {
+		size = m.size
+	}
+	r.lines.reset(f, b.where(EventsFile), size)
 	if !cfg.digest && !b.packed { // a packed bundle's events cannot be read again
 		r.lines.src.skipDigest()
 	}
@@ -328,6 +332,7 @@ type lineReader struct {
 	br   *bufio.Reader
 	src  digestReader
 	name string
+	size int64 // the file's size, -1 if unknown
 	n    int
 	long []byte // a line longer than br's buffer
 	scan []byte // scratch for lineLength
@@ -366,11 +371,18 @@ func (l *lineReader) lineLength(have int) int {
 	return n
 }
 
-func (l *lineReader) reset(r io.Reader, name string) {
+// reset starts reading r, the file name of size bytes (-1 if unknown). A
+// file smaller than the reading buffer gets one of its own size: a test
+// loads many small bundles, and a buffer is cleared when it is made.
+func (l *lineReader) reset(r io.Reader, name string, size int64) {
 	l.max, l.hint = maxLine()
 	l.src = digestReader{r: r, sum: sha256.New()}
-	l.br = bufio.NewReaderSize(&l.src, 256<<10)
-	l.name, l.n = name, 0
+	buf := 256 << 10
+	if size >= 0 && size < int64(buf) {
+		buf = max(int(size)+1, 4<<10)
+	}
+	l.br = bufio.NewReaderSize(&l.src, buf)
+	l.name, l.size, l.n = name, size, 0
 	l.start, l.off = 0, 0
 }
 
@@ -629,8 +641,12 @@ func (r *Reader) eventsOnWorkers(yield func(*Event, error) bool) {
 		defer close(order)
 		// A batch's buffer is sized for what the previous batch held,
 		// so that the batches in flight do not each grow theirs line by
-		// line (five times their size allocated on the way).
+		// line (five times their size allocated on the way). The first
+		// is sized for the file when it is small.
 		size := 0
+		if r.lines.size >= 0 {
+			size = int(min(r.lines.size, 64<<10))
+		}
 		for {
 			var b *lineBatch
 			select {

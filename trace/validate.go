@@ -563,7 +563,9 @@ func (a *idArena) keep(id []byte) string {
 		return string(id)
 	}
 	if len(id) > cap(a.chunk)-len(a.chunk) {
-		a.chunk = make([]byte, 0, 64<<10)
+		// Chunks double from 1 KB to 64 KB: a small bundle's ids take
+		// a small chunk.
+		a.chunk = make([]byte, 0, min(max(2*cap(a.chunk), 1<<10), 64<<10))
 	}
 	start := len(a.chunk)
 	a.chunk = append(a.chunk, id...)
