@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/stepfork/stepfork/assert"
 	"github.com/stepfork/stepfork/fork"
 	"github.com/stepfork/stepfork/sftest"
 )
@@ -33,6 +34,23 @@ func BenchmarkNullForks(b *testing.B) {
 	for b.Loop() {
 		if fails := sftest.NullForks(context.Background(), base, refund.Agent); len(fails) != 0 {
 			b.Fatal(fails[0].Err)
+		}
+	}
+}
+
+// BenchmarkProductTest runs the product test of the README once per
+// iteration, as `go test` runs it: load and verify the fixture, fork it at
+// the failure with a new prompt, check the variant, render its golden.
+func BenchmarkProductTest(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		base := sftest.Load(b, "testdata/refund-failure.sftrace")
+		v := sftest.Fork(b, base, fork.Failure(), refund.Agent,
+			fork.Prompt("decide", "Refunds above the policy limit need approval."))
+		assert.Completed(b, v)
+		assert.ToolNotCalled(b, v, "issue_refund")
+		if _, err := sftest.Render(v); err != nil {
+			b.Fatal(err)
 		}
 	}
 }
