@@ -121,11 +121,31 @@ func readManifest(b *bundle) (Manifest, error) {
 // Load reads a whole bundle into memory. It reads manifest.json, then
 // events.jsonl, then redactions.json, and stops at the first error, which
 // names the file (and the line for events.jsonl). Load does not check
-// integrity.json; use VerifyIntegrity or Validate for that.
+// integrity.json; use [LoadVerified], [VerifyIntegrity] or [ValidateBundle]
+// for that.
 func Load(path string) (*Trace, error) {
-	r, err := Open(path)
+	tr, _, err := load(path, false)
+	return tr, err
+}
+
+// LoadVerified is [Load] and [VerifyIntegrity] of one reading of the
+// bundle: the digests checked are those of the bytes loaded, so a file
+// changed between a Load and a VerifyIntegrity cannot pass unseen, and the
+// bundle is opened and read once. The error is Load's; the result is what
+// VerifyIntegrity gives for the same bytes.
+func LoadVerified(path string) (*Trace, IntegrityResult, error) {
+	return load(path, true)
+}
+
+// load is Load, and with verify the integrity of the bytes it read.
+func load(path string, verify bool) (*Trace, IntegrityResult, error) {
+	var opts []OpenOption
+	if verify {
+		opts = append(opts, hashEvents())
+	}
+	r, err := Open(path, opts...)
 	if err != nil {
-		return nil, err
+		return nil, IntegrityResult{}, err
 	}
 	defer r.Close()
 	tr := &Trace{Manifest: r.manifest, Redactions: r.redactions, Path: path}
@@ -134,14 +154,18 @@ func Load(path string) (*Trace, error) {
 	}
 	for ev, err := range r.Events() {
 		if err != nil {
-			return nil, storageErr(err, "%s", err.Error())
+			return nil, IntegrityResult{}, storageErr(err, "%s", err.Error())
 		}
 		tr.Events = append(tr.Events, *ev)
 	}
 	if tr.Extras, err = r.b.extras(); err != nil {
-		return nil, err
+		return nil, IntegrityResult{}, err
 	}
-	return tr, nil
+	var res IntegrityResult
+	if verify {
+		res = verifyBundle(r.b, map[string]string{EventsFile: r.eventsDigest()})
+	}
+	return tr, res, nil
 }
 
 // validExtraName reports whether name may be an extra bundle file: a plain

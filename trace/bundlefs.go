@@ -88,7 +88,7 @@ type bundle struct {
 // bundleMember is one file of an opened bundle.
 type bundleMember struct {
 	f    *os.File // a file of a bundle directory
-	data []byte   // a small file of a packed bundle
+	data []byte   // a small file of a packed bundle, or one read
 	size int64
 	err  error // why it cannot be read: a storage error
 }
@@ -317,7 +317,8 @@ func (b *bundle) file(name string) (*bundleMember, error) {
 }
 
 // read returns the whole named file of the bundle (not events.jsonl),
-// within its size limit even if it grows while it is read. The error is a
+// within its size limit even if it grows while it is read, the same bytes
+// each time it is called (the first reading's). The error is a
 // storage error naming the file; it matches fs.ErrNotExist for a missing
 // file and errFileTooLarge for one above its limit.
 func (b *bundle) read(name string) ([]byte, error) {
@@ -325,8 +326,8 @@ func (b *bundle) read(name string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if m.f == nil {
-		return m.data, nil
+	if m.f == nil || m.data != nil {
+		return m.data, nil // a packed bundle's, or read before
 	}
 	limit := fileLimit(name)
 	if limit == 0 {
@@ -339,6 +340,7 @@ func (b *bundle) read(name string) ([]byte, error) {
 	if int64(len(data)) > limit {
 		return nil, storageErr(errFileTooLarge, "%s is more than the limit of %d bytes for %s", b.where(name), limit, name)
 	}
+	m.data = data // what is checked later is what was read
 	return data, nil
 }
 

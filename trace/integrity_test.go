@@ -148,6 +148,23 @@ func TestVerifyIntegrity(t *testing.T) {
 				t.Errorf("VerifiedFiles (-want +got):\n%s", diff)
 			}
 
+			// LoadVerified checks the bytes it loads and must come to the
+			// same result, with the trace Load gives.
+			if want, err := Load(p); err == nil {
+				tr, res, err := LoadVerified(p)
+				if err != nil {
+					t.Fatalf("LoadVerified: %v; Load succeeded", err)
+				}
+				if diff := cmp.Diff(got, res); diff != "" {
+					t.Errorf("LoadVerified integrity differs from VerifyIntegrity (-verify +load):\n%s", diff)
+				}
+				if diff := cmp.Diff(want, tr, cmp.AllowUnexported(Value{})); diff != "" {
+					t.Errorf("LoadVerified loads differently (-Load +LoadVerified):\n%s", diff)
+				}
+			} else if _, _, err2 := LoadVerified(p); err2 == nil || err2.Error() != err.Error() {
+				t.Errorf("LoadVerified error %v, Load's %v", err2, err)
+			}
+
 			// ValidateBundle hashes events.jsonl while streaming it and
 			// must come to the same result.
 			rep := ValidateBundle(context.Background(), p, CheckIntegrity())

@@ -57,6 +57,19 @@ func TestPackRoundTrip(t *testing.T) {
 			if w, g := VerifyIntegrity(src), VerifyIntegrity(packed); w.Status != g.Status || len(w.VerifiedFiles) != len(g.VerifiedFiles) {
 				t.Errorf("VerifyIntegrity: dir %v %v, packed %v %v", w.Status, w.VerifiedFiles, g.Status, g.VerifiedFiles)
 			}
+			for _, p := range []string{src, packed} {
+				tr, res, err := LoadVerified(p)
+				if err != nil {
+					t.Fatalf("LoadVerified(%s): %v", p, err)
+				}
+				tr.Path = ""
+				if diff := cmp.Diff(want, tr, cmp.AllowUnexported(Value{})); diff != "" {
+					t.Errorf("LoadVerified(%s) loads differently (-Load +LoadVerified):\n%s", p, diff)
+				}
+				if diff := cmp.Diff(VerifyIntegrity(p), res); diff != "" {
+					t.Errorf("LoadVerified(%s) integrity (-VerifyIntegrity +LoadVerified):\n%s", p, diff)
+				}
+			}
 			for _, opts := range [][]ValidateOption{{CheckIntegrity()}, {Partial()}} {
 				w, g := ValidateBundle(context.Background(), src, opts...), ValidateBundle(context.Background(), packed, opts...)
 				if w.Valid() != g.Valid() || len(w.Issues) != len(g.Issues) {
