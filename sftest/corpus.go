@@ -439,9 +439,9 @@ type bundleRun struct {
 // runBundle runs one bundle's subtest and returns its outcome.
 func runBundle(t testing.TB, b corpusBundle, agent replay.Agent, cfg *corpusConfig, plan *spendPlan) (r bundleRun) {
 	t.Helper()
-	tr, err := trace.Load(b.path)
+	tr, res, err := trace.LoadVerified(b.path)
 	if err == nil {
-		err = verify(t.Context(), b.path, tr) // a bundle edited by hand is not a recording
+		err = verify(t.Context(), b.path, tr, res) // a bundle edited by hand is not a recording
 	}
 	if err != nil {
 		t.Errorf("sftest.Corpus: %v", err)

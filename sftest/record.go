@@ -70,7 +70,22 @@ func lockPath(p string) func() {
 // what to do; [SkipVerify] loads it as it is.
 func Load(t testing.TB, path string, opts ...LoadOption) *trace.Trace {
 	t.Helper()
-	tr, err := trace.Load(path)
+	skip := false
+	for _, o := range opts {
+		if _, ok := o.(skipVerify); ok {
+			skip = true
+		}
+	}
+	var (
+		tr  *trace.Trace
+		res trace.IntegrityResult
+		err error
+	)
+	if skip {
+		tr, err = trace.Load(path)
+	} else {
+		tr, res, err = trace.LoadVerified(path)
+	}
 	if err != nil {
 		hint := ""
 		if errors.Is(err, fs.ErrNotExist) {
@@ -78,14 +93,8 @@ func Load(t testing.TB, path string, opts ...LoadOption) *trace.Trace {
 		}
 		t.Fatalf("sftest.Load: %v%s", err, hint)
 	}
-	skip := false
-	for _, o := range opts {
-		if _, ok := o.(skipVerify); ok {
-			skip = true
-		}
-	}
 	if !skip {
-		if err := verify(t.Context(), path, tr); err != nil {
+		if err := verify(t.Context(), path, tr, res); err != nil {
 			t.Fatalf("sftest.Load: %v\nrecord it again (sftest.Record with -%s, or replay.Record); if the edit is intended, save it again so that its hashes are recomputed (trace.Load, then Save with trace.Overwrite); or load it as it is with sftest.Load(t, %q, sftest.SkipVerify())",
 				err, RecordFlag, path)
 		}
@@ -109,12 +118,13 @@ func (skipVerify) loadOption() {}
 // test of what a damaged bundle does, say).
 func SkipVerify() LoadOption { return skipVerify{} }
 
-// verify reports, as one error, what in the bundle at path (loaded as tr) no
-// longer holds what its writer saved: payload hashes that do not match their
-// payloads, and files whose digests differ from integrity.json's. A bundle
-// without integrity.json (as older Python stepfork wrote them) has only its
-// payload hashes checked.
-func verify(ctx context.Context, path string, tr *trace.Trace) error {
+// verify reports, as one error, what in the bundle at path (loaded as tr,
+// its files' digests checked as res, by trace.LoadVerified) no longer holds
+// what its writer saved: payload hashes that do not match their payloads,
+// and files whose digests differ from integrity.json's. A bundle without
+// integrity.json (as older Python stepfork wrote them) has only its payload
+// hashes checked.
+func verify(ctx context.Context, path string, tr *trace.Trace, res trace.IntegrityResult) error {
 	var problems []string
 	for _, is := range trace.Validate(ctx, tr, trace.CheckIntegrity(), trace.Partial()).Errors() {
 		if is.Code == trace.CodePayloadHash {
@@ -125,7 +135,7 @@ func verify(ctx context.Context, path string, tr *trace.Trace) error {
 			problems = append(problems, where+": "+is.Message)
 		}
 	}
-	if res := trace.VerifyIntegrity(path); res.Status == trace.IntegrityMismatch {
+	if res.Status == trace.IntegrityMismatch {
 		for _, is := range res.Issues {
 			problems = append(problems, is.File+": "+is.Message)
 		}
@@ -203,14 +213,14 @@ func Record(t testing.TB, name string, input any, agent replay.Agent, opts ...Re
 	}
 
 	results().usedBy(t, p)
-	tr, err := trace.Load(p)
+	tr, res, err := trace.LoadVerified(p)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			t.Fatalf("sftest.Record: %s does not exist; record it with:\n\t%s", p, again)
 		}
 		t.Fatalf("sftest.Record: %v\nrecord it again with:\n\t%s", err, again)
 	}
-	if err := verify(t.Context(), p, tr); err != nil {
+	if err := verify(t.Context(), p, tr, res); err != nil {
 		t.Fatalf("sftest.Record: %v\nrecord it again with:\n\t%s", err, again)
 	}
 	want, err := trace.ValueOf(input)
