@@ -51,7 +51,7 @@ type inspectOptions struct {
 }
 
 func (o *inspectOptions) run(e *env, path string) int {
-	tr, err := trace.Load(path)
+	tr, integrity, err := trace.LoadVerified(path)
 	if err != nil {
 		if o.json {
 			e.writeJSON(errorJSON("unreadable_trace", err.Error()))
@@ -61,7 +61,6 @@ func (o *inspectOptions) run(e *env, path string) int {
 		}
 		return exitInput
 	}
-	integrity := trace.VerifyIntegrity(path)
 
 	var timeline []*trace.Event
 	for i := range tr.Events {
