@@ -61,3 +61,24 @@ func BenchmarkSortConcurrentCalls(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkCheckTraceEqual is the assertion on two equal runs (a recording
+// and its re-recording), with the usual options and with
+// SortConcurrentCalls: what a passing TraceEqual costs.
+func BenchmarkCheckTraceEqual(b *testing.B) {
+	want := loadVector(b, bigRun)
+	got := rerecord(b, want)
+	for _, c := range []struct {
+		name string
+		opts []cmp.Option
+	}{{"TraceOptions", nil}, {"SortConcurrentCalls", []cmp.Option{assert.SortConcurrentCalls()}}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := assert.CheckTraceEqual(want, got, c.opts...); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -303,3 +303,84 @@ func TestSortConcurrentCallsOnVector(t *testing.T) {
 		t.Fatalf("CheckTraceEqual of diff_baseline and diff_changed = %v; want a mismatch", err)
 	}
 }
+
+// TestCheckTraceEqualCheapPath: CheckTraceEqual decides equal runs without
+// cmp, and its answer is cmp's on every change to one field, those
+// TraceOptions ignores and those it does not: the cheap path never calls
+// two runs equal that cmp tells apart.
+func TestCheckTraceEqualCheapPath(t *testing.T) {
+	t.Parallel()
+	secret := "sk-live-" + strings.Repeat("a1B2", 8)
+	mutations := []struct {
+		name   string
+		change func(tr *trace.Trace)
+	}{
+		{"nothing", func(*trace.Trace) {}},
+		{"path", func(tr *trace.Trace) { tr.Path = "elsewhere" }},
+		{"run id", func(tr *trace.Trace) { tr.RunID = "run_x" }},
+		{"agent", func(tr *trace.Trace) { tr.AgentName += "2" }},
+		{"created", func(tr *trace.Trace) { tr.CreatedAt = tr.CreatedAt.Add(time.Hour) }},
+		{"status", func(tr *trace.Trace) { tr.Status = trace.RunFailed }},
+		{"total events", func(tr *trace.Trace) { tr.Totals.Events++ }},
+		{"total duration", func(tr *trace.Trace) { d := int64(7); tr.Totals.DurationMS = &d }},
+		{"event id", func(tr *trace.Trace) { tr.Events[1].ID = "evt_renamed" }},
+		{"parent id", func(tr *trace.Trace) { tr.Events[2].ParentID = tr.Events[0].ID }},
+		{"dangling parent", func(tr *trace.Trace) { tr.Events[2].ParentID = "evt_nowhere" }},
+		{"event run id", func(tr *trace.Trace) { tr.Events[1].RunID = "run_y" }},
+		{"step", func(tr *trace.Trace) { tr.Events[1].Step++ }},
+		{"type", func(tr *trace.Trace) { tr.Events[1].Type = trace.StateChange }},
+		{"timestamp", func(tr *trace.Trace) { tr.Events[1].Timestamp = tr.Events[1].Timestamp.Add(time.Second) }},
+		{"duration", func(tr *trace.Trace) { d := int64(3); tr.Events[1].DurationMS = &d }},
+		{"input", func(tr *trace.Trace) { tr.Events[1].Input = trace.MustParse(`{"other":1}`) }},
+		{"int or float", func(tr *trace.Trace) { tr.Events[1].Output = trace.MustParse(`1.0`) }},
+		{"secret", func(tr *trace.Trace) { tr.Events[1].Output = trace.StringValue(secret) }},
+		{"redacted", func(tr *trace.Trace) { tr.Events[1].Output = trace.StringValue("[REDACTED]") }},
+		{"empty redactions", func(tr *trace.Trace) { tr.Events[1].Redactions = []string{} }},
+		{"a redaction", func(tr *trace.Trace) { tr.Events[1].Redactions = []string{"$.input.key"} }},
+		{"no redaction entries", func(tr *trace.Trace) { tr.Redactions = []trace.RedactionEntry{} }},
+		{"a redaction entry", func(tr *trace.Trace) {
+			tr.Redactions = append(tr.Redactions, trace.RedactionEntry{EventID: tr.Events[1].ID, Path: "$.x"})
+		}},
+		{"no extras", func(tr *trace.Trace) { tr.Extras = map[string][]byte{} }},
+		{"an extra", func(tr *trace.Trace) { tr.Extras = map[string][]byte{"fork.json": []byte("{}")} }},
+		{"minted", func(tr *trace.Trace) {
+			tr.Extras = map[string][]byte{trace.MintedFile: []byte(`{"` + tr.Events[1].ID + `":[{"kind":"call","id":"call_A1"}]}`)}
+		}},
+		{"events dropped", func(tr *trace.Trace) { tr.Events = tr.Events[:len(tr.Events)-1] }},
+		{"events swapped", func(tr *trace.Trace) { tr.Events[1], tr.Events[2] = tr.Events[2], tr.Events[1] }},
+	}
+	for _, base := range []*trace.Trace{refundRun(t), loadVector(t, "stepfork/failed_tool_run.sftrace")} {
+		// Two recordings of one run: saved, loaded, with other ids, times
+		// and durations.
+		first := rerecord(t, base)
+		second := rerecord(t, first)
+		if !assert.EqualCheaply(first, second) || !assert.EqualCheaply(first, second, assert.SortConcurrentCalls()) {
+			t.Fatal("a re-recording is not found equal without cmp")
+		}
+		for _, a := range mutations {
+			for _, b := range mutations {
+				if a.name != b.name && a.name != "nothing" && b.name != "nothing" {
+					continue // one side changed, or both alike
+				}
+				x, y := first.Clone(), second.Clone()
+				a.change(x)
+				b.change(y)
+				for _, c := range []struct{ opts, cmpOpts []cmp.Option }{
+					{nil, []cmp.Option{assert.TraceOptions()}},
+					{[]cmp.Option{assert.SortConcurrentCalls()}, []cmp.Option{assert.TraceOptions(), assert.SortConcurrentCalls()}},
+					{[]cmp.Option{assert.IgnoreIDs(), assert.TraceOptions()}, []cmp.Option{assert.TraceOptions()}}, // repeats are dropped
+				} {
+					opts := c.opts
+					cmpEqual := cmp.Equal(x, y, c.cmpOpts...)
+					err := assert.CheckTraceEqual(x, y, opts...)
+					if (err == nil) != cmpEqual {
+						t.Errorf("%s against %s, %d options: CheckTraceEqual %v, cmp.Equal %v", a.name, b.name, len(opts), err, cmpEqual)
+					}
+					if assert.EqualCheaply(x, y, opts...) && !cmpEqual {
+						t.Errorf("%s against %s: equal without cmp, not with it", a.name, b.name)
+					}
+				}
+			}
+		}
+	}
+}
