@@ -273,6 +273,12 @@ func FuzzValueOps(f *testing.F) {
 		if back, err := ValueOf(v.Any()); err != nil || back != v {
 			t.Fatalf("ValueOf(Any()) = %s, %v; want %s", back, err, v)
 		}
+		d := json.NewDecoder(strings.NewReader(v.Canonical()))
+		d.UseNumber()
+		var viaJSON any
+		if err := d.Decode(&viaJSON); err != nil || !reflect.DeepEqual(v.Any(), viaJSON) {
+			t.Fatalf("Any() = %#v, encoding/json with UseNumber %#v (%v)", v.Any(), viaJSON, err)
+		}
 		r1, f1 := RedactValue(v)
 		r2, f2 := RedactValue(r1)
 		if r2 != r1 || len(f2) != 0 {

@@ -382,11 +382,32 @@ func (v Value) Any() any {
 	if v.raw == "" {
 		return nil
 	}
-	d := json.NewDecoder(strings.NewReader(v.raw))
-	d.UseNumber()
-	var out any
-	_ = d.Decode(&out)
-	return out
+	// Read from the canonical text, as encoding/json with UseNumber would
+	// decode it (FuzzValueOps checks they agree).
+	switch v.raw[0] {
+	case 'n':
+		return nil
+	case 't':
+		return true
+	case 'f':
+		return false
+	case '"':
+		s, _ := v.Str()
+		return s
+	case '{':
+		m := make(map[string]any, v.Len())
+		for k, e := range v.Members() {
+			m[k] = e.Any()
+		}
+		return m
+	case '[':
+		a := make([]any, 0, v.Len())
+		for _, e := range v.Elems() {
+			a = append(a, e.Any())
+		}
+		return a
+	}
+	return json.Number(v.raw)
 }
 
 // MarshalJSON returns the canonical bytes of v; an absent value marshals as
