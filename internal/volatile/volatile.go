@@ -79,55 +79,58 @@ func findPrefixedHex(s string, from int, prefix string) (int, int) {
 }
 
 // findUUID finds \b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b.
-// Every match has its first '-' 8 bytes in, so the dashes of s, in order,
-// name the candidates in order.
 func findUUID(s string, from int) (int, int) {
-	for d := from + 8; d < len(s); {
-		k := strings.IndexByte(s[d:], '-')
-		if k < 0 {
-			break
-		}
-		d += k
-		at, end := d-8, d+28
-		if end <= len(s) && boundaryBefore(s, at) && hexRun(s[at:d]) && hexRun(s[d+1:d+5]) && s[d+5] == '-' &&
+	return findByDash(s, from, 8, func(at, d int) int {
+		end := d + 28
+		if end <= len(s) && hexRun(s[at:d]) && hexRun(s[d+1:d+5]) && s[d+5] == '-' &&
 			hexRun(s[d+6:d+10]) && s[d+10] == '-' && hexRun(s[d+11:d+15]) && s[d+15] == '-' &&
 			hexRun(s[d+16:end]) && boundaryAfter(s, end) {
-			return at, end
+			return end
 		}
-		d++
-	}
-	return -1, -1
+		return -1
+	})
 }
 
 // findTime finds \b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2}).
-// Every match has its first '-' 4 bytes in. A fraction is taken whole or
-// not at all: a zone never starts with a digit, so no shorter run of its
-// digits can be followed by one.
+// A fraction is taken whole or not at all: a zone never starts with a
+// digit, so no shorter run of its digits can be followed by one.
 func findTime(s string, from int) (int, int) {
-	for d := from + 4; d < len(s); {
+	return findByDash(s, from, 4, func(at, d int) int {
+		p := at + 19
+		if p > len(s) || !digits(s[at:d]) || !digits(s[d+1:d+3]) || s[d+3] != '-' ||
+			!digits(s[d+4:d+6]) || s[d+6] != 'T' && s[d+6] != ' ' || !digits(s[d+7:d+9]) || s[d+9] != ':' ||
+			!digits(s[d+10:d+12]) || s[d+12] != ':' || !digits(s[d+13:d+15]) {
+			return -1
+		}
+		if p < len(s) && s[p] == '.' {
+			q := p + 1
+			for q < len(s) && isDigit(s[q]) {
+				q++
+			}
+			if q > p+1 {
+				p = q
+			}
+		}
+		return zoneEnd(s, p)
+	})
+}
+
+// findByDash finds the leftmost match of a kind whose first '-' is lead
+// bytes into it: each '-' of s, in order, names the one candidate start
+// lead bytes before it, and end gives the end of the match that starts at
+// that start (its first '-' at d), or -1. A match starts a word.
+func findByDash(s string, from, lead int, end func(at, d int) int) (int, int) {
+	for d := from + lead; d < len(s); d++ {
 		k := strings.IndexByte(s[d:], '-')
 		if k < 0 {
 			break
 		}
 		d += k
-		at := d - 4
-		if p := at + 19; p <= len(s) && boundaryBefore(s, at) && digits(s[at:d]) && digits(s[d+1:d+3]) && s[d+3] == '-' &&
-			digits(s[d+4:d+6]) && (s[d+6] == 'T' || s[d+6] == ' ') && digits(s[d+7:d+9]) && s[d+9] == ':' &&
-			digits(s[d+10:d+12]) && s[d+12] == ':' && digits(s[d+13:d+15]) {
-			if p < len(s) && s[p] == '.' {
-				q := p + 1
-				for q < len(s) && isDigit(s[q]) {
-					q++
-				}
-				if q > p+1 {
-					p = q
-				}
-			}
-			if end := zoneEnd(s, p); end > 0 {
-				return at, end
+		if at := d - lead; boundaryBefore(s, at) {
+			if e := end(at, d); e >= 0 {
+				return at, e
 			}
 		}
-		d++
 	}
 	return -1, -1
 }
