@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -37,14 +38,17 @@ import (
 // place (a decoding that calls through functions would put every value it
 // decodes on the heap).
 type typeDecoder struct {
-	typ    reflect.Type
-	kind   reflect.Kind
-	raw    bool           // a json.RawMessage: the value's text
-	bits   int            // of a number
-	n      int            // an array's length
-	size   uintptr        // its element's size (of an array or slice)
-	elem   *typeDecoder   // an array's, slice's, map's or pointer's element
-	fields []fieldDecoder // a struct's fields, as json names them
+	typ  reflect.Type
+	kind reflect.Kind
+	raw  bool // a json.RawMessage: the value's text
+	// unmarshal: time.Time or trace.Value, whose UnmarshalJSON is given
+	// the value's text, as encoding/json gives it
+	unmarshal bool
+	bits      int            // of a number
+	n         int            // an array's length
+	size      uintptr        // its element's size (of an array or slice)
+	elem      *typeDecoder   // an array's, slice's, map's or pointer's element
+	fields    []fieldDecoder // a struct's fields, as json names them
 }
 
 // fieldDecoder is a struct field json decodes into by name.
@@ -62,7 +66,11 @@ type typeScan struct {
 
 var typeDecoders sync.Map // reflect.Type → *typeDecoder (nil: none)
 
-var rawMessage = reflect.TypeFor[json.RawMessage]()
+var (
+	rawMessage = reflect.TypeFor[json.RawMessage]()
+	valueType  = reflect.TypeFor[trace.Value]()
+	timeType   = reflect.TypeFor[time.Time]()
+)
 
 // typeDecoderFor is the typeDecoder of t, nil when t has none.
 func typeDecoderFor(t reflect.Type) *typeDecoder {
@@ -115,12 +123,15 @@ func decodeTyped[T any](d *typeDecoder, text string) (T, bool) {
 // decodeValue decodes v, canonical text, into a new T as json.Unmarshal
 // does: with T's typeDecoder when it takes v, else with encoding/json.
 func decodeValue[T any](v trace.Value) (T, error) {
+	if reflect.TypeFor[T]() == valueType && !v.IsAbsent() {
+		return *(*T)(unsafe.Pointer(&v)), nil // canonical text is its own decoding (trace.Value.Decode)
+	}
 	if d := typeDecoderFor(reflect.TypeFor[T]()); d != nil {
 		if out, ok := decodeTyped[T](d, v.Canonical()); ok {
 			return out, nil
 		}
 	}
-	var out T
+	var out T // on the heap: encoding/json takes its address
 	err := v.Decode(&out)
 	return out, err
 }
@@ -130,8 +141,16 @@ func (c *decoderCompiler) compileType(t reflect.Type, depth int) *typeDecoder {
 		// Its UnmarshalJSON keeps a copy of the value's text, null too.
 		return &typeDecoder{typ: t, kind: t.Kind(), raw: true}
 	}
-	if t.Implements(jsonUnmarshaler) || t.Implements(textUnmarshaler) ||
-		reflect.PointerTo(t).Implements(jsonUnmarshaler) || reflect.PointerTo(t).Implements(textUnmarshaler) {
+	switch {
+	case t == timeType || t == valueType:
+		// Their UnmarshalJSON, which encoding/json calls with the value's
+		// text, null too, is called the same way (see decode).
+		return &typeDecoder{typ: t, kind: t.Kind(), unmarshal: true}
+	case t.Kind() == reflect.Pointer:
+		// Its element decides.
+	case reflect.PointerTo(t).Implements(jsonUnmarshaler) || reflect.PointerTo(t).Implements(textUnmarshaler):
+		// Another unmarshaler would have to be called through an
+		// interface, which would put every value decoded on the heap.
 		return nil
 	}
 	d := &typeDecoder{typ: t, kind: t.Kind()}
@@ -236,6 +255,19 @@ func (d *typeDecoder) decode(s *typeScan, p unsafe.Pointer) bool {
 		}
 		*(*json.RawMessage)(p) = json.RawMessage(s.text[start:s.pos])
 		return true
+	}
+	if d.unmarshal {
+		start := s.pos
+		if !s.skip(0) {
+			return false
+		}
+		// Both methods only read what they are given; a call on the
+		// concrete type leaves the value where it is (on the stack).
+		text := unsafe.Slice(unsafe.StringData(s.text[start:s.pos]), s.pos-start)
+		if d.typ == timeType {
+			return (*time.Time)(p).UnmarshalJSON(text) == nil
+		}
+		return (*trace.Value)(p).UnmarshalJSON(text) == nil
 	}
 	if s.null() {
 		return true

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -83,7 +84,45 @@ type (
 		Deep  *[]map[string]*[1]string
 	}
 	typeKey string
+	// Types with the two json unmarshalers the fast decoder calls as json
+	// does, with the value's text (null too): time.Time and trace.Value.
+	typeStamped struct {
+		At     time.Time            `json:"at"`
+		Until  *time.Time           `json:"until"`
+		Raw    trace.Value          `json:"raw"`
+		Times  []time.Time          `json:"times"`
+		ByKey  map[string]time.Time `json:"by_key"`
+		Values []trace.Value        `json:"values"`
+	}
+	// Any other unmarshaler has no decoder: typeLevel notes what it is
+	// given (null too) and refuses "bad".
+	typeLeveled struct {
+		Level typeLevel    `json:"level"`
+		Ptrs  []*typeLevel `json:"ptrs"`
+	}
+	typeLevel struct {
+		Text  string
+		Calls int
+	}
 )
+
+func (l *typeLevel) UnmarshalJSON(b []byte) error {
+	if string(b) == `"bad"` {
+		return fmt.Errorf("bad level")
+	}
+	l.Text, l.Calls = string(b), l.Calls+1
+	return nil
+}
+
+// stampedTexts are canonical texts for typeStamped.
+var stampedTexts = []string{
+	`{"at":"2026-12-03T20:02:04.123456789Z","by_key":{"k":"2026-12-03T20:02:04Z","n":null},"level":{"a":[1]},"ptrs":[null,"p",1],"raw":{"a":[1,1.5]},"times":["2026-01-01T00:00:00+01:00"],"until":"2026-12-03T20:02:04Z","values":[null,1,"x",{}]}`,
+	`{"at":null,"level":null,"raw":null,"until":null,"times":null,"by_key":null,"ptrs":null,"values":null}`,
+	`{"at":"2026-12-03 20:02:04Z"}`, `{"at":"2026-13-03T20:02:04Z"}`, `{"at":"2026-12-03T24:00:00Z"}`, `{"at":"2026-12-03T20:02:04+24:00"}`,
+	`{"at":"2026-12-03T20:02:04.Z"}`, `{"at":"2026-12-03T20:02:04z"}`, `{"at":1}`, `{"at":["x"]}`, `{"until":"x"}`, `{"by_key":{"k":"bad"}}`,
+	`{"level":"bad"}`, `{"ptrs":["bad"]}`, `{"level":"x","at":"bad"}`, `{"Level":"x","AT":"2026-12-03T20:02:04Z"}`,
+	`{"times":[null,"2026-12-03T20:02:04Z"]}`, `{"raw":"\u00e9\ud83d\ude00"}`, `{}`, `null`, `[]`, `"x"`, `"2026-12-03T20:02:04Z"`,
+}
 
 func (t *plainText) UnmarshalText(b []byte) error {
 	*t = plainText(strings.ToUpper(string(b)))
@@ -137,6 +176,20 @@ func TestTypeDecodeMatchesJSON(t *testing.T) {
 		checkTypeDecode[string](t, v.Canonical())
 		checkTypeDecode[bool](t, v.Canonical())
 		checkTypeDecode[int16](t, v.Canonical())
+		checkTypeDecode[typeStamped](t, v.Canonical())
+		checkTypeDecode[time.Time](t, v.Canonical())
+		checkTypeDecode[trace.Value](t, v.Canonical())
+	}
+	for _, text := range stampedTexts {
+		v, err := trace.ParseValue([]byte(text))
+		require.NoError(t, err, text)
+		before := v.Canonical()
+		checkTypeDecode[typeStamped](t, v.Canonical())
+		checkTypeDecode[[]typeStamped](t, "["+v.Canonical()+"]")
+		checkTypeDecode[*typeStamped](t, v.Canonical())
+		checkTypeDecode[time.Time](t, v.Canonical())
+		checkTypeDecode[typeLeveled](t, v.Canonical())
+		require.Equal(t, before, v.Canonical(), "decoding changed the recording's text")
 	}
 }
 
@@ -159,6 +212,9 @@ func TestTypeDecodeTakesCommonShapes(t *testing.T) {
 		{reflect.TypeFor[Response](), `{"content":"hi","extra":{"x":[1]},"stop_reason":"end","tool_calls":[{"arguments":{"a":1},"id":"c1","name":"f"}],"usage":{"cost_usd":0.001,"prompt_tokens":3}}`},
 		{reflect.TypeFor[float64](), `-1.5e-7`},
 		{reflect.TypeFor[any](), `{"a":[]}`},
+		{reflect.TypeFor[typeStamped](), `{"at":"2026-12-03T20:02:04.123456789Z","by_key":{"k":"2026-12-03T20:02:04Z","n":null},"raw":{"a":[1,1.5]},"times":["2026-01-01T00:00:00+01:00"],"until":"2026-12-03T20:02:04Z","values":[null,1,"x",{}]}`},
+		{reflect.TypeFor[time.Time](), `"2026-12-03T20:02:04+05:30"`},
+		{reflect.TypeFor[*time.Time](), `"2026-12-03T20:02:04Z"`},
 	} {
 		d := typeDecoderFor(tc.typ)
 		require.NotNil(t, d, tc.typ)
@@ -168,8 +224,9 @@ func TestTypeDecodeTakesCommonShapes(t *testing.T) {
 	for _, typ := range []reflect.Type{
 		reflect.TypeFor[plainEmbedded](), reflect.TypeFor[plainQuoted](), reflect.TypeFor[plainClash](),
 		reflect.TypeFor[plainTextual](), reflect.TypeFor[[]byte](), reflect.TypeFor[map[int]string](),
-		reflect.TypeFor[map[plainText]int](), reflect.TypeFor[fmt.Stringer](), reflect.TypeFor[trace.Value](),
+		reflect.TypeFor[map[plainText]int](), reflect.TypeFor[fmt.Stringer](),
 		reflect.TypeFor[chan int](), reflect.TypeFor[*plainTextual](), reflect.TypeFor[[]plainQuoted](),
+		reflect.TypeFor[typeLeveled](), reflect.TypeFor[typeLevel](), reflect.TypeFor[*typeLevel](),
 	} {
 		require.Nil(t, typeDecoderFor(typ), typ)
 	}
@@ -312,6 +369,9 @@ func FuzzTypeDecode(f *testing.F) {
 	f.Add(fmt.Sprintf(`{"v":%d}`, math.MinInt64))
 	f.Add(`{"tag":"\ud800","v":1}`)
 	f.Add(`{ "v" : 01 }`)
+	for _, text := range stampedTexts {
+		f.Add(text)
+	}
 	f.Fuzz(func(t *testing.T, text string) {
 		v, err := trace.ParseValue([]byte(text))
 		if err != nil {
@@ -330,6 +390,7 @@ func FuzzTypeDecode(f *testing.F) {
 		checkTypeDecode[bool](t, c)
 		checkTypeDecode[int16](t, c)
 		checkTypeDecode[uint8](t, c)
+		checkTypeDecode[typeStamped](t, c)
 		// Valid text that is not canonical (spaces, escapes the canonical
 		// form rewrites) must be declined or decoded as json does too.
 		if json.Valid([]byte(text)) {
@@ -368,6 +429,8 @@ func BenchmarkTypeDecode(b *testing.B) {
 	run("response", response, typedOK[Response], jsonOK[Response])
 	run("chain", chain, typedOK[plainChain], jsonOK[plainChain])
 	run("rich", rich, typedOK[typeRich], jsonOK[typeRich])
+	run("stamped", trace.MustParse(`{"at":"2026-12-03T20:02:04.123456789Z","raw":{"a":[1,1.5]},"times":["2026-01-01T00:00:00+01:00"],"until":"2026-12-03T20:02:04Z"}`),
+		typedOK[typeStamped], jsonOK[typeStamped])
 }
 
 func typedOK[T any](text string) bool {
