@@ -26,13 +26,15 @@ import (
 // new value, and reports false for anything else — a key that is not a
 // field's exact name, a number that does not fit, a value of the wrong kind,
 // an escape it does not read, invalid UTF-8 — after which the caller decodes
-// with encoding/json, which gives the value or the error it always gave. A
-// type with a json or text unmarshaler at any level, a channel, function or
-// non-empty interface, a []byte (json reads it from base64; a
-// json.RawMessage, whose unmarshaler copies the text, is read), a map whose
-// keys are not strings, or fields json names by rules this file does not
-// follow (embedded fields, the ",string" option, two fields of one name, a
-// tag json would not accept as a name) has no typeDecoder at all.
+// with encoding/json, which gives the value or the error it always gave.
+// time.Time and trace.Value are read by calling their UnmarshalJSON with the
+// value's text, as json does. A type with another json or text unmarshaler
+// at any level, a channel, function or non-empty interface, a []byte (json
+// reads it from base64; a json.RawMessage, whose unmarshaler copies the
+// text, is read), a map whose keys are not strings, or fields json names by
+// rules this file does not follow (embedded fields, the ",string" option,
+// two fields of one name, a tag json would not accept as a name) has no
+// typeDecoder at all.
 
 // typeDecoder decodes canonical text into values of one type, written in
 // place (a decoding that calls through functions would put every value it
