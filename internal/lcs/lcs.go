@@ -2,8 +2,6 @@
 // small integer ids with Myers' O((N+M)·D) algorithm in linear space.
 package lcs
 
-import "sync"
-
 // Match calls match(i, j), in increasing order of i and j, for the pairs of
 // a longest common subsequence of a and b, whose elements are ids in
 // [0, nids). maxCost, when positive, lowers the bound on D of one bisection
@@ -16,17 +14,36 @@ import "sync"
 // part of the problem where D grows past a bound, the search stops at the
 // furthest point it reached and splits there, as GNU diff does: the
 // alignment stays valid but may there be shorter than the longest.
+//
+// Match allocates its scratch for the call; a caller that aligns many
+// stretches of one run uses a [Matcher].
 func Match(a, b []int32, nids, maxCost int, match func(i, j int)) {
-	// Which ids each side holds, in marks reused from call to call and
-	// cleared after use: a caller that aligns many short stretches of a
-	// long run (ids in the hundreds of thousands) pays for the stretches,
-	// not for nids each time.
-	mk := marksPool.Get().(*marks)
-	defer marksPool.Put(mk)
-	if len(mk.in) < nids {
-		mk.in = make([]uint8, nids)
+	var m Matcher
+	m.Match(a, b, nids, maxCost, match)
+}
+
+// A Matcher is [Match] with scratch kept from one call to the next, for a
+// caller that aligns many short stretches of one long run (ids in the
+// hundreds of thousands): it pays for the stretches, not for nids each
+// time. The zero Matcher is ready to use. A Matcher is not safe for
+// concurrent use; its Match may be called from the match function of
+// another Matcher's.
+type Matcher struct {
+	// in has bit 1 set for the ids in a, bit 2 for those in b, all zero
+	// between calls.
+	in     []uint8
+	v1, v2 []int // bisect's
+}
+
+// Match is [Match] using m's scratch.
+func (m *Matcher) Match(a, b []int32, nids, maxCost int, match func(i, j int)) {
+	if len(m.in) < nids {
+		// Grown geometrically: a caller aligning stretch after stretch
+		// numbers ids as it goes, so nids often grows by one per call,
+		// and a new array each time would cost the square of the run.
+		m.in = make([]uint8, max(nids, 2*len(m.in)))
 	}
-	in := mk.in[:nids]
+	in := m.in[:nids]
 	for _, x := range a {
 		in[x] |= 1
 	}
@@ -41,15 +58,9 @@ func Match(a, b []int32, nids, maxCost int, match func(i, j int)) {
 	for _, x := range b {
 		in[x] = 0
 	}
-	m := &myers{a: fa, b: fb, maxCost: maxCost, match: func(i, j int) { match(int(ia[i]), int(ib[j])) }}
-	m.diff(0, len(fa), 0, len(fb))
+	my := &myers{a: fa, b: fb, sc: m, maxCost: maxCost, match: func(i, j int) { match(int(ia[i]), int(ib[j])) }}
+	my.diff(0, len(fa), 0, len(fb))
 }
-
-// marks are the scratch of Match: bit 1 set for the ids in a, bit 2 for
-// those in b, all zero between calls.
-type marks struct{ in []uint8 }
-
-var marksPool = sync.Pool{New: func() any { return new(marks) }}
 
 // keepShared returns the elements of s whose id has the bit other set in
 // in, and their indexes in s.
@@ -66,8 +77,8 @@ func keepShared(s []int32, in []uint8, other uint8) (kept, index []int32) {
 
 type myers struct {
 	a, b    []int32
-	v1, v2  []int // scratch for bisect
-	maxCost int   // if positive, a lower bound on D than costLimit's
+	sc      *Matcher // its v1 and v2 are bisect's scratch
+	maxCost int      // if positive, a lower bound on D than costLimit's
 	match   func(i, j int)
 }
 
@@ -105,10 +116,11 @@ func (m *myers) bisect(aLo, aHi, bLo, bHi int) (x, y int, ok bool) {
 	maxD := (n + mm + 1) / 2
 	off := maxD
 	vlen := 2 * maxD
-	if cap(m.v1) < vlen+2 {
-		m.v1, m.v2 = make([]int, vlen+2), make([]int, vlen+2)
+	sc := m.sc
+	if cap(sc.v1) < vlen+2 {
+		sc.v1, sc.v2 = make([]int, vlen+2), make([]int, vlen+2)
 	}
-	v1, v2 := m.v1[:vlen+2], m.v2[:vlen+2]
+	v1, v2 := sc.v1[:vlen+2], sc.v2[:vlen+2]
 	for i := range v1 {
 		v1[i], v2[i] = -1, -1
 	}

@@ -2,6 +2,8 @@ package lcs
 
 import (
 	"math/rand/v2"
+	"runtime"
+	"slices"
 	"testing"
 )
 
@@ -26,6 +28,7 @@ func lcsLength(a, b []int32) int {
 func TestLCSIsLongest(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(1, 2))
+	var shared Matcher
 	for n := range 2000 {
 		alpha := 1 + r.IntN(6)
 		a, b := make([]int32, r.IntN(30)), make([]int32, r.IntN(30))
@@ -35,8 +38,13 @@ func TestLCSIsLongest(t *testing.T) {
 		for i := range b {
 			b[i] = int32(r.IntN(alpha + 2))
 		}
-		var got [][2]int
+		var got, again [][2]int
 		Match(a, b, alpha+2, 0, func(i, j int) { got = append(got, [2]int{i, j}) })
+		// A Matcher used for every case leaves its scratch as it found it.
+		shared.Match(a, b, alpha+2, 0, func(i, j int) { again = append(again, [2]int{i, j}) })
+		if !slices.Equal(got, again) {
+			t.Fatalf("case %d: a reused Matcher matched %v, Match %v (a=%v b=%v)", n, again, got, a, b)
+		}
 		for k, p := range got {
 			if a[p[0]] != b[p[1]] || (k > 0 && (p[0] <= got[k-1][0] || p[1] <= got[k-1][1])) {
 				t.Fatalf("case %d: invalid match %v in %v (a=%v b=%v)", n, p, got, a, b)
@@ -68,5 +76,28 @@ func TestLCSExpensiveStaysValid(t *testing.T) {
 	})
 	if count < 1 {
 		t.Errorf("no match found")
+	}
+}
+
+// TestMatchScratchGrowsGeometrically: the diff aligns a long run stretch by
+// stretch, numbering the stretches' keys as it goes, so that each call of
+// a Matcher's Match may see one id more than the one before. Its scratch
+// must grow geometrically: a new array for each call cost a diff of a
+// 100,000-node fork 41 MB of allocation, a cost of the square of the run's
+// length.
+func TestMatchScratchGrowsGeometrically(t *testing.T) {
+	const base, calls = 1 << 20, 200
+	var m Matcher
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for i := range int32(calls) {
+		id := int32(base) + i
+		m.Match([]int32{0, id}, []int32{id, 1}, base+int(i)+1, 0, func(int, int) {})
+	}
+	runtime.ReadMemStats(&after)
+	// Geometric growth allocates a few MB; an array per call would be
+	// 200 MB.
+	if got := after.TotalAlloc - before.TotalAlloc; got > 32<<20 {
+		t.Errorf("%d calls with one id more each allocated %d MB, want a few", calls, got>>20)
 	}
 }

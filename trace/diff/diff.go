@@ -1068,6 +1068,7 @@ func alignRest(bs, vs []trace.BehaviorStep, bex, vex []int32, nids int32) []step
 		return co
 	}
 	var out []stepPair
+	var exact, byLabel lcs.Matcher
 	// gap aligns the unmatched stretch bs[b0:b1] / vs[v0:v1].
 	gap := func(b0, b1, v0, v1 int) {
 		if b0 == b1 || v0 == v1 {
@@ -1101,7 +1102,7 @@ func alignRest(bs, vs []trace.BehaviorStep, bex, vex []int32, nids int32) []step
 		}
 		pb, pv := b0, v0
 		bco, vco := coarseKeys(bs[b0:b1]), coarseKeys(vs[v0:v1])
-		lcs.Match(bco, vco, len(coarse.ids), coarseCostLimit, func(i, j int) {
+		byLabel.Match(bco, vco, len(coarse.ids), coarseCostLimit, func(i, j int) {
 			residual(pb, b0+i, pv, v0+j)
 			out = append(out, stepPair{b: b0 + i, v: v0 + j})
 			pb, pv = b0+i+1, v0+j+1
@@ -1109,7 +1110,7 @@ func alignRest(bs, vs []trace.BehaviorStep, bex, vex []int32, nids int32) []step
 		residual(pb, b1, pv, v1)
 	}
 	pb, pv := 0, 0
-	lcs.Match(bex, vex, int(nids), 0, func(i, j int) {
+	exact.Match(bex, vex, int(nids), 0, func(i, j int) {
 		gap(pb, i, pv, j)
 		out = append(out, stepPair{b: i, v: j, same: true})
 		pb, pv = i+1, j+1
