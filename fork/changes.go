@@ -498,7 +498,7 @@ func (c outputChange) bind(ix *index, at Resolved, fresh bool) (*bound, error) {
 			return fail("no event at step %d in the base run", t.step)
 		}
 	case targetEvent:
-		j, ok := ix.byID[t.id]
+		j, ok := ix.ids.Lookup(t.id)
 		if !ok {
 			return fail("no event '%s' in the base run", t.id)
 		}

@@ -221,7 +221,7 @@ type callSite struct {
 
 // site is the call site of the base event with the given id.
 func (ix *index) site(id string) (callSite, bool) {
-	i, ok := ix.byID[id]
+	i, ok := ix.ids.Lookup(id)
 	if !ok {
 		return callSite{}, false
 	}

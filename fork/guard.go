@@ -280,7 +280,7 @@ func (d *director) inPrefix(c *replay.Call) bool {
 		ev = c.Marker
 	}
 	if ev != nil {
-		if i, ok := d.ix.byID[ev.ID]; ok {
+		if i, ok := d.ix.ids.Lookup(ev.ID); ok {
 			return int(i) < d.at.pos
 		}
 	}
@@ -423,7 +423,7 @@ func (d *director) live(c *replay.Call, a replay.Action) replay.Action {
 		d.firstLivePos = len(d.ix.tr.Events)
 		if r := c.Cursor; r != nil {
 			d.firstLive.BaseStep = r.Call.Step
-			if i, ok := d.ix.byID[r.Call.ID]; ok {
+			if i, ok := d.ix.ids.Lookup(r.Call.ID); ok {
 				d.firstLivePos = int(i)
 			}
 		}

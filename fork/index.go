@@ -7,6 +7,7 @@ import (
 
 	"github.com/stepfork/stepfork/internal/sharedstart"
 	"github.com/stepfork/stepfork/internal/tracecache"
+	"github.com/stepfork/stepfork/internal/traceindex"
 	"github.com/stepfork/stepfork/replay"
 	"github.com/stepfork/stepfork/trace"
 	"github.com/stepfork/stepfork/trace/diff"
@@ -21,10 +22,10 @@ import (
 // without locks. tr is the cache's shallow copy of the caller's trace: what
 // a fork hands back to the caller names the caller's own (forkPlan.base).
 type index struct {
-	tr   *trace.Trace
-	byID map[string]int32
+	tr  *trace.Trace
+	ids *traceindex.Index // by id, and parents (shared with the replay plan)
 
-	parent []int32 // index of the parent event, -1 for none
+	parent []int32 // index of the parent event, -1 for none (ids.Parents: shared, read-only)
 	call   []int32 // innermost enclosing tool_call / llm_request (not the event itself), -1
 	node   []int32 // innermost enclosing @node enter marker (not the event itself), -1
 	end    []int32 // last index of the event's subtree
@@ -100,8 +101,7 @@ func newIndex(tr *trace.Trace) *index {
 	n := len(evs)
 	ix := &index{
 		tr:         tr,
-		byID:       make(map[string]int32, n),
-		parent:     make([]int32, n),
+		ids:        traceindex.Of(tr),
 		call:       make([]int32, n),
 		node:       make([]int32, n),
 		end:        make([]int32, n),
@@ -119,9 +119,7 @@ func newIndex(tr *trace.Trace) *index {
 		sufCost:    make([]float64, n+1),
 		sufTokens:  make([]int64, n+1),
 	}
-	for i := n - 1; i >= 0; i-- { // backwards: the first event with an id wins
-		ix.byID[evs[i].ID] = int32(i)
-	}
+	ix.parent = ix.ids.Parents()
 	counts := map[string]int32{}
 	var (
 		lastKind           replay.CallKind
@@ -129,9 +127,8 @@ func newIndex(tr *trace.Trace) *index {
 	)
 	for i := range evs {
 		ev := &evs[i]
-		ix.parent[i], ix.call[i], ix.node[i], ix.end[i] = -1, -1, -1, int32(i)
-		if j, ok := ix.byID[ev.ParentID]; ok && ev.ParentID != "" && int(j) < i {
-			ix.parent[i] = j
+		ix.call[i], ix.node[i], ix.end[i] = -1, -1, int32(i)
+		if j := ix.parent[i]; j >= 0 {
 			pe := &evs[j]
 			switch {
 			case pe.Type == trace.ToolCall || pe.Type == trace.LLMRequest:

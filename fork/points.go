@@ -138,7 +138,7 @@ func Step(n int) At {
 // Event is the position of the base event with the given id.
 func Event(id string) At {
 	return atFunc{fmt.Sprintf("Event(%q)", id), func(ix *index) (Resolved, error) {
-		i, ok := ix.byID[id]
+		i, ok := ix.ids.Lookup(id)
 		if !ok {
 			return Resolved{}, pointErrf("no event '%s' in this run", id)
 		}

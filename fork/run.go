@@ -625,7 +625,7 @@ func Reproduce(ctx context.Context, variant, base *trace.Trace, agent replay.Age
 	}
 	kept := info.ForkPointEventID
 	at := atFunc{fmt.Sprintf("after event %q", kept), func(ix *index) (Resolved, error) {
-		i, ok := ix.byID[kept]
+		i, ok := ix.ids.Lookup(kept)
 		if !ok {
 			return Resolved{}, pointErrf("the base run has no event '%s'", kept)
 		}

@@ -796,7 +796,7 @@ func (s *session) resultCPs(b int32) (res, fail int32) {
 	r := &s.plan.calls[c]
 	res = int32(r.result)
 	if r.Failure != nil {
-		if i, ok := s.plan.index[r.Failure.ID]; ok {
+		if i, ok := s.plan.ids.Lookup(r.Failure.ID); ok {
 			fail = i
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/stepfork/stepfork/internal/traceindex"
 	"github.com/stepfork/stepfork/internal/volatile"
 	"github.com/stepfork/stepfork/trace"
 )
@@ -415,7 +416,7 @@ func appendString(b []byte, s string) []byte {
 // redactions, the call records, the run's failure). It returns evs itself
 // when nothing moved.
 func (s *session) canonicalLocked(evs []trace.Event) []trace.Event {
-	parents := parentsOf(evs)
+	parents := traceindex.Parents(evs)
 	s.settleNodesLocked(evs, parents)
 	var ops *opIndex
 	if s.plan != nil {
@@ -600,7 +601,7 @@ func (s *session) rebaseLocked(out []trace.Event) map[string]string {
 			if s.plan == nil {
 				continue // a recording: its ids are all fresh
 			}
-			if _, isBase := s.plan.index[ev.ID]; isBase {
+			if _, isBase := s.plan.ids.Lookup(ev.ID); isBase {
 				var buf [36]byte
 				ev.ID = string(s.ids.append(buf[:0]))
 			}
@@ -691,22 +692,4 @@ func isExitMarker(ev *trace.Event) bool {
 	}
 	m, _ := ev.Marker()
 	return m.Phase == trace.PhaseExit
-}
-
-// parentsOf is the index of each event's parent: the first event with its
-// parent_id, when that one comes earlier; -1 otherwise.
-func parentsOf(evs []trace.Event) []int32 {
-	index := make(map[string]int32, len(evs))
-	parents := make([]int32, len(evs))
-	for i := range evs {
-		ev := &evs[i]
-		parents[i] = -1
-		if p, ok := index[ev.ParentID]; ok && ev.ParentID != "" {
-			parents[i] = p
-		}
-		if _, dup := index[ev.ID]; !dup {
-			index[ev.ID] = int32(i)
-		}
-	}
-	return parents
 }

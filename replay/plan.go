@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/stepfork/stepfork/internal/scopepath"
+	"github.com/stepfork/stepfork/internal/traceindex"
 	"github.com/stepfork/stepfork/trace"
 )
 
@@ -92,9 +93,9 @@ type Prepared struct {
 	queues   [][]int32           // indexes in markers, in order
 	kids     []int32             // children of event i: kids[kidAt[i]:kidAt[i+1]]
 	kidAt    []int32
-	parent   []int32 // index of event i's parent (the first event with its parent id, if before it), -1
+	parent   []int32 // index of event i's parent (traceindex.Index.Parents; shared, read-only), -1
 	rootID   string
-	index    map[string]int32 // event id → index of its first event with that id
+	ids      *traceindex.Index // the base's events by id, and parent (shared with a fork index)
 	// byKey and sameKey index the calls by matchKey, built on the first
 	// lookup (keyIndex): a faithful replay matches every call at the
 	// cursor and never needs them.
@@ -158,7 +159,6 @@ func prepareFrom(base, tr *trace.Trace) *Prepared {
 		callAt:    make([]int32, n),
 		markerAt:  make([]int32, n),
 		queueID:   map[[2]string]int32{},
-		index:     make(map[string]int32, n),
 		tools:     map[string]bool{},
 		models:    map[string]bool{},
 		hashes:    make([][2]string, n),
@@ -168,20 +168,14 @@ func prepareFrom(base, tr *trace.Trace) *Prepared {
 		memo:       newMemo(n),
 		vouch:      vouchOf(evs),
 	}
-	for i := n - 1; i >= 0; i-- { // backwards: the first event with an id wins
-		p.index[evs[i].ID] = int32(i)
-	}
 	// Children in compressed form: parents precede their children.
-	parent := make([]int32, n)
+	p.ids = traceindex.Of(tr)
+	parent := p.ids.Parents()
 	p.parent = parent
 	p.kidAt = make([]int32, n+1)
-	for i := range evs {
-		parent[i] = -1
-		if pid := evs[i].ParentID; pid != "" {
-			if j, ok := p.index[pid]; ok && int(j) < i {
-				parent[i] = j
-				p.kidAt[j+1]++
-			}
+	for _, j := range parent {
+		if j >= 0 {
+			p.kidAt[j+1]++
 		}
 	}
 	for i := range n {

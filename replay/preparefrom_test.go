@@ -33,7 +33,19 @@ type planShape struct {
 
 func shapeOf(p *Prepared) planShape {
 	return planShape{p.input, p.calls, p.callAt, p.markers, p.markerAt, p.queueID, p.queues, p.kids, p.kidAt,
-		p.parent, p.rootID, p.index, p.tools, p.models, p.laned, p.reads, p.writes, p.minted, p.ops != nil}
+		p.parent, p.rootID, idsOf(p), p.tools, p.models, p.laned, p.reads, p.writes, p.minted, p.ops != nil}
+}
+
+// idsOf is p's index of the base's events by id, as a map.
+func idsOf(p *Prepared) map[string]int32 {
+	m := map[string]int32{}
+	for i := range p.base.Events {
+		id := p.base.Events[i].ID
+		if j, ok := p.ids.Lookup(id); ok {
+			m[id] = j
+		}
+	}
+	return m
 }
 
 // lanedAgent calls a tool on three goroutines, then once more.

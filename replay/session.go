@@ -646,7 +646,7 @@ func (s *session) rootCP() int32 {
 	if s.plan == nil || s.plan.ops == nil {
 		return -1
 	}
-	if i, ok := s.plan.index[s.plan.rootID]; ok {
+	if i, ok := s.plan.ids.Lookup(s.plan.rootID); ok {
 		return i
 	}
 	return -1

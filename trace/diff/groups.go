@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/stepfork/stepfork/internal/scopepath"
+	"github.com/stepfork/stepfork/internal/traceindex"
 	"github.com/stepfork/stepfork/trace"
 )
 
@@ -47,19 +48,14 @@ func groupsOf(tr *trace.Trace, steps []trace.BehaviorStep) *groups {
 		return nil
 	}
 	evs := tr.Events
-	index := make(map[string]int32, len(evs))
-	for i := len(evs) - 1; i >= 0; i-- {
-		index[evs[i].ID] = int32(i)
-	}
-	parent := make([]int32, len(evs))
+	ids := traceindex.Of(tr)
+	parent := ids.Parents()
 	paths := make([]string, len(evs)) // the scope path inside each event
 	g := &groups{key: map[int32]string{}, part: map[int32]int{}}
 	for i := range evs {
 		ev := &evs[i]
-		parent[i] = -1
 		scope := ""
-		if j, ok := index[ev.ParentID]; ok && ev.ParentID != "" && int(j) < i {
-			parent[i] = j
+		if j := parent[i]; j >= 0 {
 			scope = paths[j]
 		}
 		if ev.Type != trace.RunStart {
@@ -76,7 +72,7 @@ func groupsOf(tr *trace.Trace, steps []trace.BehaviorStep) *groups {
 	g.chains = make([][]int32, len(steps))
 	found := false
 	for n := range steps {
-		i, ok := index[steps[n].EventID]
+		i, ok := ids.Lookup(steps[n].EventID)
 		if !ok || !lanes[i].Free {
 			continue
 		}
