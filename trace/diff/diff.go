@@ -1020,7 +1020,9 @@ func alignNumbered(bs []trace.BehaviorStep, bn *stepNumbers, vs []trace.Behavior
 // step holds how the node ended, so a differing node step is paired and the
 // departure looked for again inside it.
 func alignIDs(bs, vs []trace.BehaviorStep, bex, vex []int32, nids int32) []stepPair {
-	var out []stepPair
+	// As many pairs as the longer side has steps, unless steps are
+	// added or removed.
+	out := make([]stepPair, 0, max(len(bs), len(vs))+8)
 	p, derived := 0, false
 	for {
 		for p < len(bs) && p < len(vs) && bex[p] == vex[p] {
@@ -1037,23 +1039,14 @@ func alignIDs(bs, vs []trace.BehaviorStep, bex, vex []int32, nids int32) []stepP
 			break
 		}
 	}
-	if p == 0 {
-		return alignRest(bs, vs, bex, vex, nids)
-	}
-	for _, r := range alignRest(bs[p:], vs[p:], bex[p:], vex[p:], nids) {
-		if r.b >= 0 {
-			r.b += p
-		}
-		if r.v >= 0 {
-			r.v += p
-		}
-		out = append(out, r)
-	}
-	return out
+	return alignRest(out, p, bs[p:], vs[p:], bex[p:], vex[p:], nids)
 }
 
-// alignRest is the alignment of alignIDs by LCS alone.
-func alignRest(bs, vs []trace.BehaviorStep, bex, vex []int32, nids int32) []stepPair {
+// alignRest is the alignment of alignIDs by LCS alone, appended to out with
+// off added to the indexes of its pairs (bs and vs start at off in the
+// runs).
+func alignRest(out []stepPair, off int, bs, vs []trace.BehaviorStep, bex, vex []int32, nids int32) []stepPair {
+	start := len(out)
 	type coarseKey struct {
 		t     trace.StepType
 		label string
@@ -1067,7 +1060,6 @@ func alignRest(bs, vs []trace.BehaviorStep, bex, vex []int32, nids int32) []step
 		}
 		return co
 	}
-	var out []stepPair
 	var exact, byLabel lcs.Matcher
 	// gap aligns the unmatched stretch bs[b0:b1] / vs[v0:v1].
 	gap := func(b0, b1, v0, v1 int) {
@@ -1101,6 +1093,14 @@ func alignRest(bs, vs []trace.BehaviorStep, bex, vex []int32, nids int32) []step
 			}
 		}
 		pb, pv := b0, v0
+		// The stretch's own numbering: its ids are compared only with
+		// each other, and a numbering of the whole run would grow by the
+		// stretches' labels, and the LCS's scratch with it.
+		if len(coarse.ids) > 64 {
+			coarse.ids = make(map[coarseKey]int32)
+		} else {
+			clear(coarse.ids)
+		}
 		bco, vco := coarseKeys(bs[b0:b1]), coarseKeys(vs[v0:v1])
 		byLabel.Match(bco, vco, len(coarse.ids), coarseCostLimit, func(i, j int) {
 			residual(pb, b0+i, pv, v0+j)
@@ -1116,6 +1116,14 @@ func alignRest(bs, vs []trace.BehaviorStep, bex, vex []int32, nids int32) []step
 		pb, pv = i+1, j+1
 	})
 	gap(pb, len(bs), pv, len(vs))
+	for i := start; off > 0 && i < len(out); i++ {
+		if out[i].b >= 0 {
+			out[i].b += off
+		}
+		if out[i].v >= 0 {
+			out[i].v += off
+		}
+	}
 	return out
 }
 

@@ -150,7 +150,7 @@ func TestDiffIndependentRunsStillLCS(t *testing.T) {
 	bn := numberSteps(bs)
 	all := numberSteps(append(slices.Clone(bs), vs...))
 	got := alignNumbered(bs, bn, vs)
-	want := alignRest(bs, vs, all.ids[:len(bs)], all.ids[len(bs):], int32(len(all.byKey)))
+	want := alignRest(nil, 0, bs, vs, all.ids[:len(bs)], all.ids[len(bs):], int32(len(all.byKey)))
 	if !slices.Equal(got, want) {
 		t.Errorf("the alignment of two independent runs is not the LCS's")
 	}
