@@ -968,13 +968,15 @@ func alignLCS(bs, vs []trace.BehaviorStep) []stepPair {
 }
 
 // alignNumbered is alignLCS with the base steps already numbered (bn, which
-// it only reads). The variant's steps continue the base's numbering, so the
-// numbers are those numberSteps gives the base steps followed by the
-// variant's.
+// it only reads). A variant step equal to a base step has its number; every
+// step the base lacks has one number of its own, the same for all of them,
+// above the base's: the LCS only ever compares a base step with a variant
+// step, so those steps need only differ from every base step, and their
+// numbering would cost a map as large as the variant's changed part.
 func alignNumbered(bs []trace.BehaviorStep, bn *stepNumbers, vs []trace.BehaviorStep) []stepPair {
 	bex, vex := bn.ids, make([]int32, len(vs))
 	nids := int32(len(bn.byKey))
-	var more map[exactKey]int32 // the variant's steps the base lacks
+	lacked := nids // the number of the steps the base lacks
 	for i := range vs {
 		s := &vs[i]
 		if i < len(bs) {
@@ -986,17 +988,9 @@ func alignNumbered(bs []trace.BehaviorStep, bn *stepNumbers, vs []trace.Behavior
 				continue
 			}
 		}
-		k := exactKey{s.Type, s.Label, s.Payload.Canonical()}
-		id, ok := bn.byKey[k]
+		id, ok := bn.byKey[exactKey{s.Type, s.Label, s.Payload.Canonical()}]
 		if !ok {
-			if more == nil {
-				more = make(map[exactKey]int32)
-			}
-			if id, ok = more[k]; !ok {
-				id = nids
-				more[k] = id
-				nids++
-			}
+			id, nids = lacked, lacked+1
 		}
 		vex[i] = id
 	}

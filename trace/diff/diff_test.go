@@ -1256,3 +1256,40 @@ func TestExplainShowsMintedIDsAsPlaceholders(t *testing.T) {
 		t.Errorf("Explain shows a minted id:\n%s", out)
 	}
 }
+
+// TestAlignNumberedGivesLackedStepsOneNumber: the steps of a variant that
+// its base lacks all get one number, not one per distinct step; the
+// alignment must be the one a numbering of every distinct step gives
+// (numberSteps of both runs), for unrelated runs and for variants derived
+// from their base (a shared prefix, then changes).
+func TestAlignNumberedGivesLackedStepsOneNumber(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(5, 6))
+	step := func(alpha int, id string) trace.BehaviorStep {
+		return trace.BehaviorStep{Type: trace.StepTool, Label: string(rune('a' + r.IntN(alpha))),
+			Payload: trace.IntValue(int64(r.IntN(alpha))), EventID: id}
+	}
+	for n := range 3000 {
+		bs := make([]trace.BehaviorStep, r.IntN(25))
+		for i := range bs {
+			bs[i] = step(3, fmt.Sprintf("e%d", i))
+		}
+		var vs []trace.BehaviorStep
+		if n%2 == 0 { // derived: the base's first steps, then others
+			k := r.IntN(len(bs) + 1)
+			vs = append(vs, bs[:k]...)
+		}
+		for range r.IntN(25) {
+			vs = append(vs, step(5, "")) // a wider alphabet: steps the base lacks
+		}
+		for i := range vs {
+			vs[i].Index = i
+		}
+		got := alignNumbered(bs, numberSteps(bs), vs)
+		all := numberSteps(append(slices.Clone(bs), vs...))
+		want := alignIDs(bs, vs, all.ids[:len(bs)], all.ids[len(bs):], int32(len(all.byKey)))
+		if !slices.Equal(got, want) {
+			t.Fatalf("case %d: alignment %v, want %v (every step numbered)", n, got, want)
+		}
+	}
+}
