@@ -230,7 +230,11 @@ type renderer struct {
 	minted map[string]string  // the ids providers minted in the runs rendered: id → kind
 }
 
-func newRenderer() *renderer { return &renderer{} }
+func newRenderer() *renderer {
+	r := &renderer{}
+	r.b.Grow(4 << 10) // a golden of a few steps, without growing
+	return r
+}
 
 // know adds ids providers minted in the runs rendered (id → kind) to those
 // shown as placeholders.
