@@ -23,13 +23,17 @@ type Index struct {
 var indexes tracecache.Cache[Index]
 
 // Of returns the index of tr's events, built once per trace and shared (as
-// package tracecache says, again when tr's events slice is replaced).
-func Of(tr *trace.Trace) *Index {
-	return indexes.Get(tr, func(snap *trace.Trace) *Index {
-		ix := &Index{byID: make(map[string]int32, len(snap.Events))}
-		ix.parents = link(snap.Events, ix.byID)
-		return ix
-	})
+// package tracecache says, again when tr's events slice is replaced): for a
+// base run, which is replayed, forked and diffed again.
+func Of(tr *trace.Trace) *Index { return indexes.Get(tr, New) }
+
+// New builds the index of tr's events for one use, without keeping it: for
+// a run looked at once (a variant being diffed), whose index would
+// otherwise live as long as the run.
+func New(tr *trace.Trace) *Index {
+	ix := &Index{byID: make(map[string]int32, len(tr.Events))}
+	ix.parents = link(tr.Events, ix.byID)
+	return ix
 }
 
 // Parents returns, for each of evs, the index of its parent (see the

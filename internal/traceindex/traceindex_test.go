@@ -68,6 +68,9 @@ func TestParentsFollowTheRule(t *testing.T) {
 			if got := ix.Parents(); !slices.Equal(got, tc.want) {
 				t.Errorf("Of(…).Parents() = %v, want %v", got, tc.want)
 			}
+			if got := New(&trace.Trace{Events: tc.evs}).Parents(); !slices.Equal(got, tc.want) {
+				t.Errorf("New(…).Parents() = %v, want %v", got, tc.want)
+			}
 			for i := range tc.evs {
 				first := int32(slices.IndexFunc(tc.evs, func(e trace.Event) bool { return e.ID == tc.evs[i].ID }))
 				if got, ok := ix.Lookup(tc.evs[i].ID); !ok || got != first {
@@ -89,6 +92,9 @@ func TestOfIsOncePerTrace(t *testing.T) {
 	ix := Of(tr)
 	if Of(tr) != ix {
 		t.Fatal("a second Of of the same trace built the index again")
+	}
+	if New(tr) == ix {
+		t.Fatal("New returned the cached index")
 	}
 	tr.Events = events([2]string{"b", ""}, [2]string{"a", "b"})
 	again := Of(tr)

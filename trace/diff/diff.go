@@ -10,6 +10,7 @@ import (
 	"github.com/stepfork/stepfork/internal/clip"
 	"github.com/stepfork/stepfork/internal/lcs"
 	"github.com/stepfork/stepfork/internal/sharedstart"
+	"github.com/stepfork/stepfork/internal/traceindex"
 	"github.com/stepfork/stepfork/trace"
 )
 
@@ -403,7 +404,7 @@ func Prepare(base *trace.Trace, opts ...Option) *Prepared {
 		sh := &shared{events: len(base.Events), calls: base.Calls(), nodes: base.Nodes()}
 		db.steps, sh.at = sharedstart.Steps[*trace.Trace, trace.BehaviorStep](base, 0, 0)
 		db.shared = sh
-		db.groups = groupsOf(base, db.steps)
+		db.groups = groupsOf(base, db.steps, traceindex.Of)
 	}
 	db.summary = summarize(base, pythonPath(bp), len(db.steps))
 	db.state = finalState(base)
@@ -444,7 +445,7 @@ func (db *Prepared) diff(variant *trace.Trace, bs []trace.BehaviorStep, baseEven
 	vs, same := db.variantSteps(variant, baseEvents)
 	var vg *groups
 	if db.groups != nil {
-		vg = groupsOf(variant, vs)
+		vg = groupsOf(variant, vs, traceindex.New)
 	}
 	d.Base = db.summary
 	d.Variant = summarize(variant, pythonPath(vp), len(vs))

@@ -41,14 +41,15 @@ type groups struct {
 
 // groupsOf computes the groups of a run's behavior steps, nil when the
 // run has no lanes ([trace.LanesFile]) or none of its steps is under a
-// member.
-func groupsOf(tr *trace.Trace, steps []trace.BehaviorStep) *groups {
+// member. index is traceindex.Of for a base run (its index is shared with
+// the replay plan and the fork index), traceindex.New for a variant.
+func groupsOf(tr *trace.Trace, steps []trace.BehaviorStep, index func(*trace.Trace) *traceindex.Index) *groups {
 	lanes := tr.EventLanes()
 	if lanes == nil {
 		return nil
 	}
 	evs := tr.Events
-	ids := traceindex.Of(tr)
+	ids := index(tr)
 	parent := ids.Parents()
 	paths := make([]string, len(evs)) // the scope path inside each event
 	g := &groups{key: map[int32]string{}, part: map[int32]int{}}
