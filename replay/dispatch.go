@@ -768,8 +768,7 @@ func (s *session) appendServedLocked(ic *intercept, callID, model string, d deci
 		// numbers: the new trace shares no pointer with the base.
 		ev := s.newEventLocked()
 		ev.Type, ev.ParentID, ev.Model, ev.Status, ev.Output = trace.LLMResponse, callID, b.Model, b.Status, b.Output
-		ev.DurationMS, ev.PromptTokens, ev.CompletionTokens = clonePtr(b.DurationMS), clonePtr(b.PromptTokens), clonePtr(b.CompletionTokens)
-		ev.TotalTokens, ev.CostUSD = clonePtr(b.TotalTokens), clonePtr(b.CostUSD)
+		copyNumbers(ev, b)
 		s.commitLocked(ev, b)
 		s.noteCPLocked(s.log.n-1, resCP)
 		return
@@ -828,13 +827,36 @@ func (s *session) appendResultLocked(ic *intercept, callID, model string, st tra
 	s.noteCPLocked(s.log.n-1, resCP)
 }
 
-// clonePtr is a pointer to a copy of *p, nil for nil.
-func clonePtr[T any](p *T) *T {
+// numbers are the copies of a model response's numbers, allocated
+// together (copyNumbers).
+type numbers struct {
+	duration, prompt, completion, total int64
+	cost                                float64
+}
+
+// copyNumbers sets ev's duration, token counts and cost to copies of b's,
+// nil where b's are nil, in one allocation: the new trace shares no
+// pointer with the base.
+func copyNumbers(ev, b *trace.Event) {
+	if b.DurationMS == nil && b.PromptTokens == nil && b.CompletionTokens == nil && b.TotalTokens == nil && b.CostUSD == nil {
+		ev.DurationMS, ev.PromptTokens, ev.CompletionTokens, ev.TotalTokens, ev.CostUSD = nil, nil, nil, nil, nil
+		return
+	}
+	n := new(numbers)
+	ev.DurationMS = copyInto(&n.duration, b.DurationMS)
+	ev.PromptTokens = copyInto(&n.prompt, b.PromptTokens)
+	ev.CompletionTokens = copyInto(&n.completion, b.CompletionTokens)
+	ev.TotalTokens = copyInto(&n.total, b.TotalTokens)
+	ev.CostUSD = copyInto(&n.cost, b.CostUSD)
+}
+
+// copyInto stores *p in dst and returns dst, or returns nil for p nil.
+func copyInto[T any](dst, p *T) *T {
 	if p == nil {
 		return nil
 	}
-	v := *p
-	return &v
+	*dst = *p
+	return dst
 }
 
 func nonZero(n int64) *int64 {

@@ -663,6 +663,10 @@ type plan struct {
 	taken  []bool
 	claims []int32
 	listAt []int32
+
+	// stack is skipNested's scratch, kept for the session: every served
+	// call has a nested result to walk.
+	stack []int32
 }
 
 // newPlan starts a session's walk through p.
@@ -730,7 +734,7 @@ func (p *plan) skipNested(r *rec) {
 	if len(kids) == 0 {
 		return
 	}
-	stack := append([]int32(nil), kids...)
+	stack := append(p.stack[:0], kids...)
 	for len(stack) > 0 {
 		i := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
@@ -747,6 +751,7 @@ func (p *plan) skipNested(r *rec) {
 		}
 		stack = append(stack, p.children(int(i))...)
 	}
+	p.stack = stack
 }
 
 // match finds the earliest pending call with the given identity and
