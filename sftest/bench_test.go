@@ -2,15 +2,31 @@ package sftest_test
 
 import (
 	"context"
+	"os"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stepfork/stepfork/assert"
 	"github.com/stepfork/stepfork/fork"
+	"github.com/stepfork/stepfork/replay"
 	"github.com/stepfork/stepfork/sftest"
+	"github.com/stepfork/stepfork/trace"
 )
 
+// productGolden returns the golden file of the product test
+// (TestRefundNeedsApproval): the known-good rendering of its variant.
+func productGolden(b *testing.B) string {
+	b.Helper()
+	want, err := os.ReadFile("testdata/TestRefundNeedsApproval.golden")
+	if err != nil {
+		b.Fatal(err)
+	}
+	return string(want)
+}
+
 // BenchmarkRender renders the variant of the product test, as Golden does
-// on every run.
+// on every run. It checks that the last rendering is the product test's
+// golden file.
 func BenchmarkRender(b *testing.B) {
 	base := loadRefund(b)
 	v, err := fork.Run(context.Background(), base, fork.Failure(), refund.Agent,
@@ -18,39 +34,65 @@ func BenchmarkRender(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	want := productGolden(b)
 	b.ReportAllocs()
+	var got string
 	for b.Loop() {
-		if _, err := sftest.Render(v); err != nil {
+		if got, err = sftest.Render(v); err != nil {
 			b.Fatal(err)
 		}
+	}
+	if got != want {
+		b.Fatalf("the rendering is not testdata/TestRefundNeedsApproval.golden:\n%s", got)
 	}
 }
 
 // BenchmarkNullForks null-forks the recorded refund failure at its 12 fork
-// points, as ForkCheck does.
+// points, as ForkCheck does. It checks that every null fork reproduces the
+// base and that the agent ran once per fork point.
 func BenchmarkNullForks(b *testing.B) {
 	base := loadRefund(b)
+	points := len(fork.Points(base))
+	if points != 12 {
+		b.Fatalf("%d fork points, want 12", points)
+	}
+	var runs atomic.Int64
+	agent := replay.Agent(func(ctx context.Context, in trace.Value) (any, error) {
+		runs.Add(1)
+		return refund.Agent(ctx, in)
+	})
 	b.ReportAllocs()
 	for b.Loop() {
-		if fails := sftest.NullForks(context.Background(), base, refund.Agent); len(fails) != 0 {
+		if fails := sftest.NullForks(context.Background(), base, agent); len(fails) != 0 {
 			b.Fatal(fails[0].Err)
 		}
+	}
+	if got, want := runs.Load(), int64(points*b.N); got != want {
+		b.Fatalf("the agent ran %d times, want %d (once per fork point)", got, want)
 	}
 }
 
 // BenchmarkProductTest runs the product test of the README once per
 // iteration, as `go test` runs it: load and verify the fixture, fork it at
-// the failure with a new prompt, check the variant, render its golden.
+// the failure with a new prompt, check the variant, render its golden. It
+// checks the variant as the test does and the last rendering against the
+// golden file.
 func BenchmarkProductTest(b *testing.B) {
+	want := productGolden(b)
 	b.ReportAllocs()
+	var got string
 	for b.Loop() {
 		base := sftest.Load(b, "testdata/refund-failure.sftrace")
 		v := sftest.Fork(b, base, fork.Failure(), refund.Agent,
 			fork.Prompt("decide", "Refunds above the policy limit need approval."))
 		assert.Completed(b, v)
 		assert.ToolNotCalled(b, v, "issue_refund")
-		if _, err := sftest.Render(v); err != nil {
+		var err error
+		if got, err = sftest.Render(v); err != nil {
 			b.Fatal(err)
 		}
+	}
+	if got != want {
+		b.Fatalf("the rendering is not testdata/TestRefundNeedsApproval.golden:\n%s", got)
 	}
 }
