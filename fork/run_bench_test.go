@@ -70,6 +70,19 @@ var (
 	longBase *trace.Trace
 )
 
+// longOutput is what the agent returns on a run of n steps: the sum of the
+// tools' values, plus the length of the model's answer "ok".
+func longOutput(n int) int {
+	sum := 0
+	for i := range n / 100 * 100 {
+		sum += i * 7 % 13
+	}
+	return sum + len("ok")
+}
+
+// longOutput1000 is the output of longRun's run.
+var longOutput1000 = longOutput(1000)
+
 func longRun(b *testing.B) *trace.Trace {
 	b.Helper()
 	longOnce.Do(func() {
@@ -82,6 +95,32 @@ func longRun(b *testing.B) *trace.Trace {
 	return longBase
 }
 
+// checkMiddleVariant fails b unless v is a fork of the 1,000-step run
+// before tool call 500 that completed as the base did: the 501 tool calls
+// of the tail served from the recording, the model call live, the same
+// output.
+func checkMiddleVariant(b *testing.B, v *Variant) {
+	b.Helper()
+	if v.Status != StatusCompleted || v.LiveModelCalls != 1 || v.LiveToolCalls != 0 || len(v.Replayed) != 501 ||
+		v.Output != longOutput1000 {
+		b.Fatalf("%v, %d live model and %d live tool calls, %d replayed, output %v", v.Status,
+			v.LiveModelCalls, v.LiveToolCalls, len(v.Replayed), v.Output)
+	}
+}
+
+// checkLiveCalls fails b unless w's tools never ran and its model ran
+// models times.
+func checkLiveCalls(b *testing.B, w *longWorld, models int) {
+	b.Helper()
+	if t, m := w.tools.Load(), w.models.Load(); t != 0 || m != int64(models) {
+		b.Fatalf("%d tool and %d model calls ran, want 0 and %d", t, m, models)
+	}
+}
+
+// BenchmarkRunMiddleLiveTail forks the 1,000-step run before tool call 500,
+// the tail's tools served from the recording and its model call live. It
+// checks each variant (status, live and served calls, output) and that the
+// world saw one model call per fork.
 func BenchmarkRunMiddleLiveTail(b *testing.B) {
 	base := longRun(b)
 	w := &longWorld{}
@@ -91,12 +130,17 @@ func BenchmarkRunMiddleLiveTail(b *testing.B) {
 	defer cputime.Report(b, cputime.Used())
 	for b.Loop() {
 		v, err := Run(context.Background(), base, at, agent)
-		if err != nil || v.Status != StatusCompleted || v.LiveModelCalls != 1 {
-			b.Fatalf("%v %v", err, v.Status)
+		if err != nil {
+			b.Fatal(err)
 		}
+		checkMiddleVariant(b, v)
 	}
+	checkLiveCalls(b, w, b.N)
 }
 
+// BenchmarkRunMemoizedNullForkFromStart null-forks the 1,000-step run from
+// its start with Memoize. It checks that each variant is equivalent to the
+// base and that nothing ran live.
 func BenchmarkRunMemoizedNullForkFromStart(b *testing.B) {
 	base := longRun(b)
 	w := &longWorld{}
@@ -122,26 +166,56 @@ func sweepVariants(n int) []Named {
 	return vs
 }
 
+// checkSweep fails b unless s holds one entry per variant of vs, in order,
+// each a completed fork before tool call 500 (checkMiddleVariant) that
+// differs from the base in the one model call its prompt changed.
+func checkSweep(b *testing.B, s *Sweep, vs []Named) {
+	b.Helper()
+	if len(s.Entries) != len(vs) {
+		b.Fatalf("%d entries, want %d", len(s.Entries), len(vs))
+	}
+	for i := range s.Entries {
+		e := &s.Entries[i]
+		if e.Name != vs[i].Name || e.Err != nil || e.Variant == nil {
+			b.Fatalf("entry %d %s: %v", i, e.Name, e.Err)
+		}
+		checkMiddleVariant(b, e.Variant)
+		if e.Variant.Changes[0].Applied != 1 || e.Variant.Diff.Changed != 1 {
+			b.Fatalf("entry %s: the prompt applied %d times, %d steps changed, want 1 and 1", e.Name,
+				e.Variant.Changes[0].Applied, e.Variant.Diff.Changed)
+		}
+	}
+}
+
+// BenchmarkEach3Middle runs a sweep of 3 variants of the prompt, forked
+// before tool call 500. It checks every entry (checkSweep) and that the
+// world saw one model call per variant.
 func BenchmarkEach3Middle(b *testing.B) {
 	base := longRun(b)
-	agent := (&longWorld{}).agent()
+	w := &longWorld{}
+	agent := w.agent()
 	at := BeforeCall(replay.KindTool, "step", 500)
 	vs := sweepVariants(3)
 	b.ReportAllocs()
 	defer cputime.Report(b, cputime.Used())
 	for b.Loop() {
-		if _, err := Each(context.Background(), base, at, agent, vs); err != nil {
+		s, err := Each(context.Background(), base, at, agent, vs)
+		if err != nil {
 			b.Fatal(err)
 		}
+		checkSweep(b, s, vs)
 	}
+	checkLiveCalls(b, w, len(vs)*b.N)
 }
 
 // BenchmarkEach64 runs a sweep of 64 variants; run it with -cpu 1,2 to see
 // it scale. cores is the CPU time over the wall time: how many cores the
-// sweep kept busy (near GOMAXPROCS when the machine has them to give).
+// sweep kept busy (near GOMAXPROCS when the machine has them to give). It
+// checks what BenchmarkEach3Middle checks.
 func BenchmarkEach64(b *testing.B) {
 	base := longRun(b)
-	agent := (&longWorld{}).agent()
+	w := &longWorld{}
+	agent := w.agent()
 	at := BeforeCall(replay.KindTool, "step", 500)
 	vs := sweepVariants(64)
 	b.ReportAllocs()
@@ -150,14 +224,19 @@ func BenchmarkEach64(b *testing.B) {
 		b.ReportMetric(float64(cputime.Used()-cpu)/float64(time.Since(wall)), "cores")
 	}(cputime.Used(), time.Now())
 	for b.Loop() {
-		if _, err := Each(context.Background(), base, at, agent, vs); err != nil {
+		s, err := Each(context.Background(), base, at, agent, vs)
+		if err != nil {
 			b.Fatal(err)
 		}
+		checkSweep(b, s, vs)
 	}
+	checkLiveCalls(b, w, len(vs)*b.N)
 }
 
 // BenchmarkIndex builds the base index of runs of 1k, 10k and 100k steps:
-// linear in the trace size.
+// linear in the trace size. It checks the fork points listed: one per
+// event but the run's start and the tools' results, the last the run's
+// end.
 func BenchmarkIndex(b *testing.B) {
 	for _, n := range []int{1_000, 10_000, 100_000} {
 		bl := trace.NewBuilder("big")
@@ -172,13 +251,20 @@ func BenchmarkIndex(b *testing.B) {
 		}
 		bl.RunEnd(trace.RunCompleted, 1)
 		tr := bl.MustTrace()
+		want := 0
+		for i := range tr.Events {
+			if t := tr.Events[i].Type; t != trace.RunStart && t != trace.ToolResult {
+				want++
+			}
+		}
+		last := tr.Events[len(tr.Events)-1].Step
 		b.Run(fmt.Sprintf("steps=%d", len(tr.Events)), func(b *testing.B) {
 			b.ReportAllocs()
 			defer cputime.Report(b, cputime.Used())
 			for b.Loop() {
 				ix := newIndex(tr)
-				if len(ix.points()) == 0 {
-					b.Fatal("no points")
+				if ps := ix.points(); len(ps) != want || ps[len(ps)-1].Step != last {
+					b.Fatalf("%d fork points, want %d ending at step %d", len(ps), want, last)
 				}
 			}
 		})
@@ -186,15 +272,23 @@ func BenchmarkIndex(b *testing.B) {
 }
 
 // BenchmarkReplayFrozen is the floor the fork benchmarks stand on: a frozen
-// replay of the same 1,000-step run by package replay, without a fork.
+// replay of the same 1,000-step run by package replay, without a fork. It
+// checks that each replay served all 1,001 calls, executed none and
+// returned the recorded output.
 func BenchmarkReplayFrozen(b *testing.B) {
 	base := longRun(b)
-	agent := (&longWorld{}).agent()
+	w := &longWorld{}
+	agent := w.agent()
 	b.ReportAllocs()
 	defer cputime.Report(b, cputime.Used())
 	for b.Loop() {
-		if _, err := replay.Replay(context.Background(), base, agent); err != nil {
+		res, err := replay.Replay(context.Background(), base, agent)
+		if err != nil {
 			b.Fatal(err)
 		}
+		if res.Served != 1001 || res.Executed != 0 || res.Divergence != nil || res.Output != longOutput1000 {
+			b.Fatalf("%d served, %d executed, divergence %v, output %v", res.Served, res.Executed, res.Divergence, res.Output)
+		}
 	}
+	checkLiveCalls(b, w, 0)
 }

@@ -182,21 +182,32 @@ func BenchmarkForkPath(b *testing.B) {
 }
 
 // BenchmarkEngineFork forks a loaded 100k-event trace in memory (no I/O):
-// the cost of cutting, overriding, re-hashing and redacting.
+// the cost of cutting, overriding, re-hashing and redacting. It checks
+// that each fork keeps the events through the step, applies the one
+// override and re-hashes the overridden output.
 func BenchmarkEngineFork(b *testing.B) {
 	src, ends := largeBundle(b, benchEvents)
 	tr, err := trace.Load(src)
 	if err != nil {
 		b.Fatal(err)
 	}
+	changed := trace.MustValueOf(map[string]any{"text": "changed"})
+	changedHash := trace.Hash(changed)
 	for _, at := range []int{1_000, 10_000, benchEvents - 1} {
 		b.Run(fmt.Sprintf("step=%d", at), func(b *testing.B) {
 			b.SetBytes(ends[at])
 			b.ReportAllocs()
-			opts := testOpts{Overrides: []TraceOption{Override(OnStep(at/2*2), map[string]any{"text": "changed"})}}
+			step := at / 2 * 2
+			opts := testOpts{Overrides: []TraceOption{Override(OnStep(step), map[string]any{"text": "changed"})}}
 			for b.Loop() {
-				if _, _, err := forkMem(tr, ThroughStep(at), opts); err != nil {
+				out, info, err := forkMem(tr, ThroughStep(at), opts)
+				if err != nil {
 					b.Fatal(err)
+				}
+				if ev := &out.Events[step]; len(out.Events) != at+1 || info.OverridesApplied != 1 ||
+					ev.Output != changed || ev.OutputHash != changedHash {
+					b.Fatalf("%d events, %d overrides applied, step %d: output %s hash %s", len(out.Events),
+						info.OverridesApplied, step, ev.Output.Canonical(), ev.OutputHash)
 				}
 			}
 		})
