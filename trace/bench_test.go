@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"fmt"
@@ -159,10 +160,14 @@ func benchTrace(n int) *Trace {
 // a ~1 KiB payload (file number style in, repr style out) and SHA-256 it.
 // The payloads are as events.jsonl holds them (keys sorted), except in
 // unsorted-keys, which is JSON from elsewhere, whose objects get reordered.
+// Each checks the hash it computed against the hash of the payload's
+// canonical form as a parsed Value gives it, computed once beforehand.
 func BenchmarkCanonicalHash(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 2))
 	types := []EventType{LLMRequest, LLMResponse, ToolCall, ToolResult}
 	var unsorted, sorted [][]byte
+	var wantSum [][sha256.Size]byte // of payload k's canonical form
+	var wantHex []string            // Hash of payload k
 	total := 0
 	for i := range 64 {
 		p := []byte(benchPayload(r, i, types[i%4]))
@@ -170,17 +175,20 @@ func BenchmarkCanonicalHash(b *testing.B) {
 		total += len(p)
 		// As events.jsonl holds them: keys sorted, floats in Pydantic's
 		// style (0.00001, where the hash input says 1e-05).
-		sorted = append(sorted, appendFileForm(nil, MustParse(string(p))))
+		v := MustParse(string(p))
+		sorted = append(sorted, appendFileForm(nil, v))
+		wantSum = append(wantSum, sha256.Sum256([]byte(v.Canonical())))
+		wantHex = append(wantHex, Hash(v))
 	}
 	payloads := sorted
 	b.Run("canonicalize", func(b *testing.B) {
 		i := 0
 		cpuLoop(b, int64(total/len(payloads)), func() {
-			out, err := canonicalize(payloads[i%len(payloads)])
-			if err != nil {
-				b.Fatal(err)
+			k := i % len(payloads)
+			out, err := canonicalize(payloads[k])
+			if err != nil || sha256.Sum256(out) != wantSum[k] {
+				b.Fatalf("payload %d: %v, a hash other than its canonical form's", k, err)
 			}
-			sha256.Sum256(out)
 			i++
 		})
 	})
@@ -208,19 +216,20 @@ func BenchmarkCanonicalHash(b *testing.B) {
 	b.Run("canonicalize/unsorted-keys", func(b *testing.B) { // JSON from elsewhere: objects reordered
 		i := 0
 		cpuLoop(b, int64(total/len(unsorted)), func() {
-			out, err := canonicalize(unsorted[i%len(unsorted)])
-			if err != nil {
-				b.Fatal(err)
+			k := i % len(unsorted)
+			out, err := canonicalize(unsorted[k])
+			if err != nil || sha256.Sum256(out) != wantSum[k] {
+				b.Fatalf("payload %d: %v, a hash other than its canonical form's", k, err)
 			}
-			sha256.Sum256(out)
 			i++
 		})
 	})
 	b.Run("hashJSON", func(b *testing.B) { // public API: reused buffer, hex result
 		i := 0
 		cpuLoop(b, int64(total/len(payloads)), func() {
-			if _, err := hashJSON(payloads[i%len(payloads)]); err != nil {
-				b.Fatal(err)
+			k := i % len(payloads)
+			if h, err := hashJSON(payloads[k]); err != nil || h != wantHex[k] {
+				b.Fatalf("payload %d: %v, hash %s, want %s", k, err, h, wantHex[k])
 			}
 			i++
 		})
@@ -229,12 +238,12 @@ func BenchmarkCanonicalHash(b *testing.B) {
 		var buf []byte
 		i := 0
 		cpuLoop(b, int64(total/len(payloads)), func() {
-			out, err := appendCanonical(buf[:0], payloads[i%len(payloads)])
-			if err != nil {
-				b.Fatal(err)
+			k := i % len(payloads)
+			out, err := appendCanonical(buf[:0], payloads[k])
+			if err != nil || sha256.Sum256(out) != wantSum[k] {
+				b.Fatalf("payload %d: %v, a hash other than its canonical form's", k, err)
 			}
 			buf = out
-			sha256.Sum256(out)
 			i++
 		})
 	})
@@ -243,12 +252,12 @@ func BenchmarkCanonicalHash(b *testing.B) {
 		var buf []byte
 		i := 0
 		cpuLoop(b, int64(total/len(payloads)), func() {
-			out, err := c.run(payloads[i%len(payloads)], buf[:0])
-			if err != nil {
-				b.Fatal(err)
+			k := i % len(payloads)
+			out, err := c.run(payloads[k], buf[:0])
+			if err != nil || sha256.Sum256(out) != wantSum[k] {
+				b.Fatalf("payload %d: %v, a hash other than its canonical form's", k, err)
 			}
 			buf = out
-			sha256.Sum256(out)
 			i++
 		})
 	})
@@ -330,24 +339,28 @@ func peakHeap(f func()) uint64 {
 }
 
 // BenchmarkValidateBundle streams a bundle once with every check on:
-// strict, payload hashes and file digests.
+// strict, payload hashes and file digests. Each report must be clean, have
+// read every event and have verified the file digests.
 func BenchmarkValidateBundle(b *testing.B) {
 	for _, n := range fixtureSizes {
 		b.Run(fmt.Sprintf("events=%d", n), func(b *testing.B) {
 			p := benchBundle(b, n)
-			// One untimed run measures the peak heap.
-			peak := peakHeap(func() {
-				if rep := ValidateBundle(context.Background(), p, CheckIntegrity()); !rep.Valid() || len(rep.Issues) > 0 {
-					b.Fatalf("generated bundle is not clean: %v", rep.Issues)
+			check := func(rep *Report) {
+				if !rep.Valid() || len(rep.Issues) > 0 || rep.Events != n ||
+					rep.Integrity == nil || rep.Integrity.Status != IntegrityVerified {
+					b.Fatalf("generated bundle is not clean: %d events, integrity %v, %v", rep.Events, rep.Integrity, rep.Issues)
 				}
-			})
-			cpuLoop(b, eventsSize(b, p), func() { ValidateBundle(context.Background(), p, CheckIntegrity()) })
+			}
+			// One untimed run measures the peak heap.
+			peak := peakHeap(func() { check(ValidateBundle(context.Background(), p, CheckIntegrity())) })
+			cpuLoop(b, eventsSize(b, p), func() { check(ValidateBundle(context.Background(), p, CheckIntegrity())) })
 			b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MiB")
 		})
 	}
 }
 
-// BenchmarkLoad reads a whole bundle into memory.
+// BenchmarkLoad reads a whole bundle into memory. It checks that every
+// event was read.
 func BenchmarkLoad(b *testing.B) {
 	for _, n := range fixtureSizes {
 		b.Run(fmt.Sprintf("events=%d", n), func(b *testing.B) {
@@ -362,6 +375,8 @@ func BenchmarkLoad(b *testing.B) {
 }
 
 // BenchmarkSave writes a whole bundle (redaction, hashes, encoding, fsync).
+// It checks that the last bundle written verifies and that its events.jsonl
+// is the one the loaded bundle was read from, byte for byte.
 func BenchmarkSave(b *testing.B) {
 	for _, n := range benchSizes[:2] {
 		b.Run(fmt.Sprintf("events=%d", n), func(b *testing.B) {
@@ -376,7 +391,27 @@ func BenchmarkSave(b *testing.B) {
 					b.Fatal(err)
 				}
 			})
+			if res := VerifyIntegrity(dst); res.Status != IntegrityVerified {
+				b.Fatalf("the saved bundle does not verify: %v", res.Status)
+			}
+			sameFile(b, filepath.Join(dst, EventsFile), filepath.Join(src, EventsFile))
 		})
+	}
+}
+
+// sameFile fails b unless the files at got and want hold the same bytes.
+func sameFile(b *testing.B, got, want string) {
+	b.Helper()
+	g, err := os.ReadFile(got)
+	if err != nil {
+		b.Fatal(err)
+	}
+	w, err := os.ReadFile(want)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if !bytes.Equal(g, w) {
+		b.Fatalf("%s (%d bytes) differs from %s (%d bytes)", got, len(g), want, len(w))
 	}
 }
 

@@ -1,6 +1,8 @@
 package trace
 
 import (
+	"bytes"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -32,7 +34,9 @@ func longLineBundle(tb testing.TB, size int, array bool) string {
 // BenchmarkLongLine reads a bundle with one line of 63 MB (within
 // MaxLineBytes) as a fork does: every event decoded, checked for saved
 // form, and its line written to a new bundle. B/op over the line's size is
-// what one line costs in memory.
+// what one line costs in memory. It checks that each copy has the four
+// events, that the longest line read is the source's longest, and that
+// the last copy's events.jsonl is the source's, byte for byte.
 //
 //	go test ./trace -run '^$' -bench LongLine -benchtime 3x
 func BenchmarkLongLine(b *testing.B) {
@@ -43,17 +47,21 @@ func BenchmarkLongLine(b *testing.B) {
 		b.Run(kind.name, func(b *testing.B) {
 			path := longLineBundle(b, 63<<20, kind.array)
 			var lineBytes int
+			var copied string
 			b.ReportAllocs()
 			for b.Loop() {
 				r, err := Open(path, checkSavedForm())
 				if err != nil {
 					b.Fatal(err)
 				}
-				w, err := NewBundleWriter(filepath.Join(b.TempDir(), "copy.sftrace"), r.Manifest())
+				copied = filepath.Join(b.TempDir(), "copy.sftrace")
+				w, err := NewBundleWriter(copied, r.Manifest())
 				if err != nil {
 					b.Fatal(err)
 				}
+				events := 0
 				for ev, err := range r.Events() {
+					events++
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -72,7 +80,22 @@ func BenchmarkLongLine(b *testing.B) {
 				if err := w.Close(); err != nil {
 					b.Fatal(err)
 				}
+				if events != 4 { // run_start, the tool's call and result, run_end
+					b.Fatalf("%d events copied, want 4", events)
+				}
 			}
+			src, err := os.ReadFile(filepath.Join(path, EventsFile))
+			if err != nil {
+				b.Fatal(err)
+			}
+			longest := 0 // without its newline, as rawLine gives it
+			for line := range bytes.Lines(src) {
+				longest = max(longest, len(bytes.TrimSuffix(line, []byte("\n"))))
+			}
+			if lineBytes != longest {
+				b.Fatalf("the longest line read is %d bytes, want %d", lineBytes, longest)
+			}
+			sameFile(b, filepath.Join(copied, EventsFile), filepath.Join(path, EventsFile))
 			b.ReportMetric(float64(lineBytes)/(1<<20), "line-MB")
 		})
 	}

@@ -9,19 +9,26 @@ import (
 
 // BenchmarkRedactString redacts strings of the kinds the CLI's output and
 // the value walk see: prose with no credential, a line of JSON output, a
-// URL, and prose holding a token.
+// URL, and prose holding a token. Each checks what it got: the string
+// unchanged and nothing found, or the token replaced.
 func BenchmarkRedactString(b *testing.B) {
-	for _, tc := range []struct{ name, s string }{
-		{"prose", strings.Repeat("The refund of order 1234 was approved by the agent after checking the policy limits. ", 4)},
-		{"json-line", `{"step":12,"type":"llm_response","name":"openai/gpt-4o","output":{"content":"Refund approved for order 1234.","role":"assistant"},"usage":{"prompt_tokens":812,"completion_tokens":40,"total_tokens":852},"latency_ms":930}`},
-		{"url", "Fetched https://api.example.com/v1/orders/1234?expand=items&page=2 in 120 ms"},
-		{"token", "the key is sk-" + "abcdefghijklmnop1234 in the config"},
+	for _, tc := range []struct{ name, s, want string }{
+		{"prose", strings.Repeat("The refund of order 1234 was approved by the agent after checking the policy limits. ", 4), ""},
+		{"json-line", `{"step":12,"type":"llm_response","name":"openai/gpt-4o","output":{"content":"Refund approved for order 1234.","role":"assistant"},"usage":{"prompt_tokens":812,"completion_tokens":40,"total_tokens":852},"latency_ms":930}`, ""},
+		{"url", "Fetched https://api.example.com/v1/orders/1234?expand=items&page=2 in 120 ms", ""},
+		{"token", "the key is sk-" + "abcdefghijklmnop1234 in the config", "the key is [REDACTED] in the config"},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
+			want, redacts := tc.want, tc.want != ""
+			if !redacts {
+				want = tc.s
+			}
 			b.SetBytes(int64(len(tc.s)))
 			defer cputime.Report(b, cputime.Used())
 			for b.Loop() {
-				RedactString(tc.s)
+				if got, hit := RedactString(tc.s); hit != redacts || got != want {
+					b.Fatalf("RedactString = %q, %v; want %q, %v", got, hit, want, redacts)
+				}
 			}
 		})
 	}
@@ -33,8 +40,8 @@ func BenchmarkRedactString(b *testing.B) {
 // max_tokens key the old filters took for a possible sensitive key, and
 // whose messages hold escapes ("request"); a tool result nested four
 // deep ("nested"); and a request that does hold secrets, a sensitive key
-// two levels down and a token in a message ("secret"). Each checks what
-// it found.
+// two levels down and a token in a message ("secret"). Each checks how
+// many findings it made.
 func BenchmarkRedactValue(b *testing.B) {
 	for _, tc := range []struct {
 		name, text string
