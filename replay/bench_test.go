@@ -30,17 +30,23 @@ func smallTool(_ context.Context, in smallIn) (smallOut, error) {
 
 var sink smallOut
 
+// BenchmarkToolPassThrough is the cost of a wrapped tool called outside a
+// session. It checks every call's result.
 func BenchmarkToolPassThrough(b *testing.B) {
 	search := replay.Tool("search", smallTool)
 	ctx := context.Background()
 	in := smallIn{City: "LIS", Limit: 3}
+	want, _ := smallTool(ctx, in)
 	b.ReportAllocs()
+	var err error
 	for b.Loop() {
-		sink, _ = search(ctx, in)
+		if sink, err = search(ctx, in); err != nil || sink != want {
+			b.Fatalf("search = %+v, %v; want %+v", sink, err, want)
+		}
 	}
 }
 
-// loopAgent makes n small tool calls.
+// loopAgent makes n small tool calls and returns "done".
 func loopAgent(n int) replay.Agent {
 	search := replay.Tool("search", smallTool)
 	return func(ctx context.Context, _ trace.Value) (any, error) {
@@ -53,38 +59,66 @@ func loopAgent(n int) replay.Agent {
 	}
 }
 
+// checkRecorded fails b unless res is the recording of a loopAgent of n
+// calls: every call executed, the agent's output, two events a call.
+func checkRecorded(b *testing.B, res *replay.Result, n int) {
+	b.Helper()
+	if res.Executed != n || res.Served != 0 || res.Output != "done" || len(res.Trace.Events) != 2*n+2 {
+		b.Fatalf("%d calls executed, %d served, output %v, %d events; want %d executed", res.Executed, res.Served,
+			res.Output, len(res.Trace.Events), n)
+	}
+}
+
+// checkServed fails b unless res is a frozen replay of a run of n calls
+// that served them all, executed none and returned "done".
+func checkServed(b *testing.B, res *replay.Result, n int) {
+	b.Helper()
+	if res.Served != n || res.Executed != 0 || res.Divergence != nil || res.Output != "done" {
+		b.Fatalf("%d calls served, %d executed, divergence %v, output %v; want %d served", res.Served, res.Executed,
+			res.Divergence, res.Output, n)
+	}
+}
+
 // BenchmarkToolRecord is the cost of one recorded tool call (call and
-// result events, ids, redaction, hashes).
+// result events, ids, redaction, hashes). It checks the recording
+// (checkRecorded).
 func BenchmarkToolRecord(b *testing.B) {
 	b.ReportAllocs()
 	n := b.N
 	b.ResetTimer()
 	start := cputime.Used()
-	if _, err := replay.Record(context.Background(), "bench", nil, loopAgent(n)); err != nil {
+	res, err := replay.Record(context.Background(), "bench", nil, loopAgent(n))
+	if err != nil {
 		b.Fatal(err)
 	}
 	cputime.Report(b, start)
+	b.StopTimer()
+	checkRecorded(b, res, n)
 }
 
 // BenchmarkToolRecordRuns100 is the cost of one recorded tool call in runs
 // of 100 calls, the size of a typical agent run: BenchmarkToolRecord keeps
 // every one of b.N calls alive in one trace, so on a machine where page
 // faults are dear it mostly measures the kernel handing out fresh memory.
+// It checks each recording (checkRecorded).
 func BenchmarkToolRecordRuns100(b *testing.B) {
 	agent := loopAgent(100)
 	b.ReportAllocs()
 	b.ResetTimer()
 	start := cputime.Used()
 	for range (b.N + 99) / 100 {
-		if _, err := replay.Record(context.Background(), "bench", nil, agent); err != nil {
+		res, err := replay.Record(context.Background(), "bench", nil, agent)
+		if err != nil {
 			b.Fatal(err)
 		}
+		checkRecorded(b, res, 100)
 	}
 	cputime.Report(b, start)
 }
 
 // BenchmarkToolReplayFrozen is the cost of one tool call served by a frozen
-// replay (matching, serving, decoding, re-recording).
+// replay (matching, serving, decoding, re-recording). It checks the
+// replay (checkServed).
 func BenchmarkToolReplayFrozen(b *testing.B) {
 	n := b.N
 	rec, err := replay.Record(context.Background(), "bench", nil, loopAgent(n))
@@ -94,14 +128,17 @@ func BenchmarkToolReplayFrozen(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	start := cputime.Used()
-	if _, err := replay.Replay(context.Background(), rec.Trace, loopAgent(n)); err != nil {
+	res, err := replay.Replay(context.Background(), rec.Trace, loopAgent(n))
+	if err != nil {
 		b.Fatal(err)
 	}
 	cputime.Report(b, start)
+	b.StopTimer()
+	checkServed(b, res, n)
 }
 
 // BenchmarkReplay10kCalls loads a saved 10,000-call run from disk and replays
-// it frozen, end to end.
+// it frozen, end to end. It checks each replay (checkServed).
 func BenchmarkReplay10kCalls(b *testing.B) {
 	path := filepath.Join(b.TempDir(), "10k.sftrace")
 	rec, err := replay.Record(context.Background(), "bench", nil, loopAgent(10_000))
@@ -120,9 +157,11 @@ func BenchmarkReplay10kCalls(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := replay.Replay(context.Background(), tr, agent); err != nil {
+		res, err := replay.Replay(context.Background(), tr, agent)
+		if err != nil {
 			b.Fatal(err)
 		}
+		checkServed(b, res, 10_000)
 	}
 }
 
@@ -188,6 +227,25 @@ func TestReplayPythonRecording(t *testing.T) {
 	}
 }
 
+// checkPythonReplay fails b unless the frozen replay of a Python recording
+// by echoAgent served its calls calls, executed none, and differs from it
+// only in its outcome: echoAgent returns its last tool output, not the
+// recorded run's output, so the replay's error is a mismatch at the run's
+// end (step runEnd) and not about a call.
+func checkPythonReplay(b *testing.B, res *replay.Result, err error, calls, runEnd int) {
+	b.Helper()
+	m, outcome := err.(*replay.MismatchError)
+	if !outcome || m.Call != 0 || m.Step != runEnd {
+		b.Fatalf("the replay's error is not the outcome's mismatch at step %d: %v", runEnd, err)
+	}
+	if res.Divergence != nil || res.Served != calls || res.Executed != 0 {
+		b.Fatalf("divergence %v, %d served, %d executed; want %d served", res.Divergence, res.Served, res.Executed, calls)
+	}
+}
+
+// BenchmarkReplayPython1000Calls loads the 1,000-call Python recording
+// and replays it frozen with echoAgent. It checks each replay
+// (checkPythonReplay).
 func BenchmarkReplayPython1000Calls(b *testing.B) {
 	const path = "../testdata/vectors/stepfork-recorded/run_1000_calls.sftrace"
 	tr, err := trace.Load(path)
@@ -203,10 +261,8 @@ func BenchmarkReplayPython1000Calls(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		res, _ := replay.Replay(context.Background(), tr, agent)
-		if res.Divergence != nil {
-			b.Fatal(res.Divergence)
-		}
+		res, err := replay.Replay(context.Background(), tr, agent)
+		checkPythonReplay(b, res, err, 1000, len(tr.Events)-1)
 	}
 }
 
@@ -260,14 +316,13 @@ func python10k(b *testing.B) *trace.Trace {
 // recorded call through the wrappers. "first" replays a trace never
 // replayed before (it is planned, and its payloads hashed, on the way);
 // "again" replays one trace over and over, as a test suite or a sweep does.
+// Each checks every replay (checkPythonReplay).
 func BenchmarkReplayPython10kCalls(b *testing.B) {
 	tr := python10k(b)
 	agent := echoAgent(tr)
 	run := func(b *testing.B, tr *trace.Trace) {
-		res, _ := replay.Replay(context.Background(), tr, agent)
-		if res.Divergence != nil || res.Served != 10_000 {
-			b.Fatalf("divergence %v, %d served", res.Divergence, res.Served)
-		}
+		res, err := replay.Replay(context.Background(), tr, agent)
+		checkPythonReplay(b, res, err, 10_000, len(tr.Events)-1)
 	}
 	b.Run("first", func(b *testing.B) {
 		b.ReportAllocs()
@@ -326,7 +381,8 @@ func poolAgent(n int) replay.Agent {
 // BenchmarkReplayPool is a frozen replay of a worker pool of 8 goroutines
 // doing 1,000 tasks (a call, an id and a state write each): every
 // operation is matched in the run's concurrent group, and the trace
-// written in the canonical order.
+// written in the canonical order. It checks that each replay served the
+// 1,000 calls, executed none and wrote every event.
 func BenchmarkReplayPool(b *testing.B) {
 	ctx := context.Background()
 	rec, err := replay.Record(ctx, "pool", nil, poolAgent(1000))
@@ -335,22 +391,34 @@ func BenchmarkReplayPool(b *testing.B) {
 	b.ReportAllocs()
 	start := cputime.Used()
 	for b.Loop() {
-		if _, err := p.Replay(ctx, poolAgent(1000)); err != nil {
+		res, err := p.Replay(ctx, poolAgent(1000))
+		if err != nil {
 			b.Fatal(err)
+		}
+		checkServed(b, res, 1000)
+		if len(res.Trace.Events) != len(rec.Trace.Events) {
+			b.Fatalf("%d events, want %d", len(res.Trace.Events), len(rec.Trace.Events))
 		}
 	}
 	cputime.Report(b, start)
 }
 
 // BenchmarkRecordPool records the worker pool of BenchmarkReplayPool: the
-// canonical order orders its groups by content.
+// canonical order orders its groups by content. It checks that each
+// recording executed the 1,000 calls and holds every event (a call, its
+// result, an id and a state write a task).
 func BenchmarkRecordPool(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	start := cputime.Used()
 	for b.Loop() {
-		if _, err := replay.Record(ctx, "pool", nil, poolAgent(1000)); err != nil {
+		res, err := replay.Record(ctx, "pool", nil, poolAgent(1000))
+		if err != nil {
 			b.Fatal(err)
+		}
+		if res.Executed != 1000 || res.Output != "done" || len(res.Trace.Events) != 4*1000+2 {
+			b.Fatalf("%d calls executed, output %v, %d events; want 1000 and %d", res.Executed, res.Output,
+				len(res.Trace.Events), 4*1000+2)
 		}
 	}
 	cputime.Report(b, start)

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -304,21 +305,41 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 
 // BenchmarkSamplerRun is the cost of a sampled request (recorded in memory,
 // kept or not) next to running the agent unrecorded, for the overhead the
-// recording adds to a request.
+// recording adds to a request. Both check the agent's output; sampled
+// checks that every run was recorded (its three calls executed) and
+// offered to Keep, and that none was kept.
 func BenchmarkSamplerRun(b *testing.B) {
 	agent := sampledAgent()
 	in := sampledTicket{ID: "t_1", Amount: 1}
 	b.Run("unrecorded", func(b *testing.B) {
-		v, _ := trace.ValueOf(in)
+		v, err := trace.ValueOf(in)
+		if err != nil {
+			b.Fatal(err)
+		}
 		for b.Loop() {
-			agent(context.Background(), v)
+			if out, err := agent(context.Background(), v); err != nil || out != "done t_1" {
+				b.Fatalf("the agent returned %v, %v", out, err)
+			}
 		}
 	})
 	b.Run("sampled", func(b *testing.B) {
-		s := &Sampler{Dir: b.TempDir(), Keep: func(*Result) bool { return false }}
+		var offered atomic.Int64
+		s := &Sampler{Dir: b.TempDir(), Keep: func(res *Result) bool {
+			if res.Executed == 3 && res.Output == "done t_1" {
+				offered.Add(1)
+			}
+			return false
+		}}
 		for b.Loop() {
-			s.Run(context.Background(), "triage", in, agent)
+			if out, err := s.Run(context.Background(), "triage", in, agent); err != nil || out != "done t_1" {
+				b.Fatalf("the sampled agent returned %v, %v", out, err)
+			}
 		}
-		s.Close(context.Background())
+		if err := s.Close(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		if st := s.Stats(); offered.Load() != int64(b.N) || st.Runs != int64(b.N) || st.Kept != 0 {
+			b.Fatalf("%d of %d runs recorded and offered to Keep, stats %+v", offered.Load(), b.N, st)
+		}
 	})
 }

@@ -806,14 +806,19 @@ func benchTransport(b *testing.B, stream bool) {
 	body := `{"model":"gpt-4o","stream":` + map[bool]string{true: "true", false: "false"}[stream] +
 		`,"messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"hi"}]}`
 	tr := replay.Transport(rt)
+	// call makes one call and checks its answer: 200 and the canned body
+	// (recorded, then replayed), whole.
 	call := func(ctx context.Context) {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://llm.local/v1/chat/completions", strings.NewReader(body))
 		resp, err := tr.RoundTrip(req)
 		if err != nil {
 			b.Fatal(err)
 		}
-		_, _ = io.Copy(io.Discard, resp.Body)
+		n, err := io.Copy(io.Discard, resp.Body)
 		_ = resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK || n != int64(len(rt.body)) {
+			b.Fatalf("status %d, %d bytes of %d read: %v", resp.StatusCode, n, len(rt.body), err)
+		}
 	}
 	loop := func(n int) replay.Agent {
 		return func(ctx context.Context, _ trace.Value) (any, error) {
@@ -832,8 +837,14 @@ func benchTransport(b *testing.B, stream bool) {
 	b.Run("record", func(b *testing.B) {
 		b.ReportAllocs()
 		b.ResetTimer()
-		if _, err := replay.Record(context.Background(), "bench", nil, loop(b.N)); err != nil {
+		res, err := replay.Record(context.Background(), "bench", nil, loop(b.N))
+		if err != nil {
 			b.Fatal(err)
+		}
+		b.StopTimer()
+		if res.Executed != b.N || res.Served != 0 || len(res.Trace.Calls()) != b.N {
+			b.Fatalf("%d calls executed, %d served, %d recorded, want %d executed", res.Executed, res.Served,
+				len(res.Trace.Calls()), b.N)
 		}
 	})
 	b.Run("frozen", func(b *testing.B) {
@@ -843,15 +854,22 @@ func benchTransport(b *testing.B, stream bool) {
 		}
 		b.ReportAllocs()
 		b.ResetTimer()
-		if _, err := replay.Replay(context.Background(), rec.Trace, loop(b.N)); err != nil {
+		res, err := replay.Replay(context.Background(), rec.Trace, loop(b.N))
+		if err != nil {
 			b.Fatal(err)
+		}
+		b.StopTimer()
+		if res.Served != b.N || res.Executed != 0 {
+			b.Fatalf("%d calls served, %d executed, want %d served", res.Served, res.Executed, b.N)
 		}
 	})
 }
 
 // BenchmarkTransportJSON is the cost per model call of a non-streamed chat
 // completion through Transport (in-memory base, request building and body
-// reading included): no session, recording, frozen replay.
+// reading included): no session, recording, frozen replay. Every call's
+// answer is checked (status, the whole body), and the recording and the
+// replay for their calls executed and served.
 func BenchmarkTransportJSON(b *testing.B) { benchTransport(b, false) }
 
 // BenchmarkTransportStream is BenchmarkTransportJSON for a 6-frame stream.

@@ -401,46 +401,56 @@ func FuzzTypeDecode(f *testing.F) {
 }
 
 // BenchmarkTypeDecode compares the served-output decoder with
-// encoding/json on outputs of the shapes agents return.
+// encoding/json on outputs of the shapes agents return. Each checks that
+// its last decoding equals the value json.Unmarshal decodes, computed
+// once beforehand.
 //
 //	go test ./replay -run '^$' -bench TypeDecode
 func BenchmarkTypeDecode(b *testing.B) {
 	response := trace.MustParse(`{"content":"The refund of 120.50 EUR exceeds the policy limit.","extra":{"id":"msg_01XFDUDYJgAACzvnptvVoYEL","system_fingerprint":"fp_44709d6fcb"},"stop_reason":"tool_use","tool_calls":[{"arguments":{"amount":120.5,"order":"A-1001"},"id":"toolu_01A09q90qw90lq917835lq9","name":"issue_refund"}],"usage":{"completion_tokens":48,"cost_usd":0.00213,"prompt_tokens":1520,"total_tokens":1568}}`)
 	chain := trace.MustParse(`{"tag":"chain","v":417}`)
 	rich := trace.MustParse(`{"Grid":[[1.5,2],[3,4]],"P":{"tag":"p","v":1},"any":{"a":[1,"x",true]},"f64":0.25,"items":[{"tag":"a","v":1},{"tag":"b","v":2}],"m":{"a":1,"b":2},"tags":["x","y","z"]}`)
-	run := func(name string, v trace.Value, typed, viaJSON func(string) bool) {
-		b.Run(name+"/json", func(b *testing.B) {
+	benchTypeDecode[Response](b, "response", response)
+	benchTypeDecode[plainChain](b, "chain", chain)
+	benchTypeDecode[typeRich](b, "rich", rich)
+	benchTypeDecode[typeStamped](b, "stamped", trace.MustParse(`{"at":"2026-12-03T20:02:04.123456789Z","raw":{"a":[1,1.5]},"times":["2026-01-01T00:00:00+01:00"],"until":"2026-12-03T20:02:04Z"}`))
+}
+
+// benchTypeDecode runs BenchmarkTypeDecode's pair of benchmarks for v
+// decoded into a T: name/json and name/typed.
+func benchTypeDecode[T any](b *testing.B, name string, v trace.Value) {
+	b.Helper()
+	want, ok := jsonDecode[T](v.Canonical())
+	if !ok {
+		b.Fatalf("json.Unmarshal refuses %s into %T", v.Canonical(), want)
+	}
+	for _, dec := range []struct {
+		name   string
+		decode func(string) (T, bool)
+	}{{"json", jsonDecode[T]}, {"typed", typedDecode[T]}} {
+		b.Run(name+"/"+dec.name, func(b *testing.B) {
 			b.ReportAllocs()
+			var got T
 			for b.Loop() {
-				if !viaJSON(v.Canonical()) {
-					b.Fatal("json declined")
+				if got, ok = dec.decode(v.Canonical()); !ok {
+					b.Fatalf("the %s decoder declined", dec.name)
 				}
 			}
-		})
-		b.Run(name+"/typed", func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				if !typed(v.Canonical()) {
-					b.Fatal("the typed decoder declined")
-				}
+			if !reflect.DeepEqual(got, want) {
+				b.Fatalf("the %s decoder decoded %s into %+v, json.Unmarshal into %+v", dec.name, v.Canonical(), got, want)
 			}
 		})
 	}
-	run("response", response, typedOK[Response], jsonOK[Response])
-	run("chain", chain, typedOK[plainChain], jsonOK[plainChain])
-	run("rich", rich, typedOK[typeRich], jsonOK[typeRich])
-	run("stamped", trace.MustParse(`{"at":"2026-12-03T20:02:04.123456789Z","raw":{"a":[1,1.5]},"times":["2026-01-01T00:00:00+01:00"],"until":"2026-12-03T20:02:04Z"}`),
-		typedOK[typeStamped], jsonOK[typeStamped])
 }
 
-func typedOK[T any](text string) bool {
-	_, ok := decodeTyped[T](typeDecoderFor(reflect.TypeFor[T]()), text)
-	return ok
+func typedDecode[T any](text string) (T, bool) {
+	return decodeTyped[T](typeDecoderFor(reflect.TypeFor[T]()), text)
 }
 
-func jsonOK[T any](text string) bool {
+func jsonDecode[T any](text string) (T, bool) {
 	var out T
-	return json.Unmarshal([]byte(text), &out) == nil
+	err := json.Unmarshal([]byte(text), &out)
+	return out, err == nil
 }
 
 // typeSchema is recursive through four fields, as a JSON schema is: its
