@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"slices"
 	"strings"
@@ -198,23 +199,45 @@ func TestNewEnvColor(t *testing.T) {
 	}
 }
 
+// BenchmarkOTLP1000Calls exports the 1,000-call Python recording as OTLP
+// JSON lines, content included. It checks that the last export is OTLP
+// TracesData holding the root span and one span per call.
 func BenchmarkOTLP1000Calls(b *testing.B) {
 	tr, err := trace.Load("../../testdata/vectors/stepfork-recorded/run_1000_calls.sftrace")
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
-	var n int
+	var out []byte
 	for b.Loop() {
-		out, err := otlpLines(tr, true)
-		if err != nil {
+		if out, err = otlpLines(tr, true); err != nil {
 			b.Fatal(err)
 		}
-		n = len(out)
 	}
-	b.SetBytes(int64(n))
+	b.SetBytes(int64(len(out)))
+	spans := 0
+	for line := range bytes.Lines(out) {
+		var f otlpFile
+		dec := json.NewDecoder(bytes.NewReader(line))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&f); err != nil {
+			b.Fatalf("line is not OTLP TracesData: %v\n%s", err, line)
+		}
+		for _, rs := range f.ResourceSpans {
+			for _, ss := range rs.ScopeSpans {
+				spans += len(ss.Spans)
+			}
+		}
+	}
+	if want := 1 + len(tr.Calls()); spans != want {
+		b.Fatalf("%d spans, want %d: the root and one per call", spans, want)
+	}
 }
 
+// BenchmarkInspectJSON1000Calls writes the JSON of `stepfork inspect
+// --json` of the 1,000-call Python recording. It checks that the last one
+// is JSON holding the run's event count and its timeline, every event in
+// order.
 func BenchmarkInspectJSON1000Calls(b *testing.B) {
 	tr, err := trace.Load("../../testdata/vectors/stepfork-recorded/run_1000_calls.sftrace")
 	if err != nil {
@@ -225,9 +248,27 @@ func BenchmarkInspectJSON1000Calls(b *testing.B) {
 		timeline[i] = &tr.Events[i]
 	}
 	b.ReportAllocs()
-	var n int
+	var out []byte
 	for b.Loop() {
-		n = len(inspectionJSON(tr, "x.sftrace", trace.IntegrityVerified, timeline))
+		out = inspectionJSON(tr, "x.sftrace", trace.IntegrityVerified, timeline)
 	}
-	b.SetBytes(int64(n))
+	b.SetBytes(int64(len(out)))
+	var got struct {
+		Events   int `json:"events"`
+		Timeline []struct {
+			ID   string `json:"id"`
+			Step int    `json:"step"`
+		} `json:"timeline"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		b.Fatal(err)
+	}
+	if got.Events != len(tr.Events) || len(got.Timeline) != len(timeline) {
+		b.Fatalf("%d events, a timeline of %d; want %d", got.Events, len(got.Timeline), len(tr.Events))
+	}
+	for i, ev := range got.Timeline {
+		if ev.ID != timeline[i].ID || ev.Step != timeline[i].Step {
+			b.Fatalf("timeline entry %d is %s at step %d, want %s at step %d", i, ev.ID, ev.Step, timeline[i].ID, timeline[i].Step)
+		}
+	}
 }
