@@ -12,7 +12,8 @@ import (
 // BenchmarkChoices100k is what picking a point costs on a run of 100k
 // events: the fork points listed once, then the changes offered at the
 // first point (the whole run is its tail: the first 100 calls offered,
-// each resolved as fork resolves it).
+// each resolved as fork resolves it). It checks that each offer is for
+// that point, holds 100 recorded calls and counts the others as more.
 func BenchmarkChoices100k(b *testing.B) {
 	base := viewtest.LargeRun(100_000)
 	agent := replay.Agent(func(context.Context, trace.Value) (any, error) { return nil, nil })
@@ -22,10 +23,21 @@ func BenchmarkChoices100k(b *testing.B) {
 	}
 	b.Logf("%d fork points", len(s.listPoints()))
 	first := s.points[0].Step
+	recorded := 0 // the calls of the tail with a recorded result
+	for _, c := range base.Calls() {
+		if c.Result >= 0 && base.Events[c.Event].Step >= first {
+			recorded++
+		}
+	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := s.choicesAt(first); err != nil {
+		c, err := s.choicesAt(first)
+		if err != nil {
 			b.Fatal(err)
+		}
+		if c.Point.Step != first || len(c.Outputs) != maxOutputs || len(c.Outputs)+c.More != recorded {
+			b.Fatalf("at step %d: %d outputs offered and %d more; want %d and %d more at step %d",
+				c.Point.Step, len(c.Outputs), c.More, maxOutputs, recorded-maxOutputs, first)
 		}
 	}
 }
