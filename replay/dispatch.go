@@ -827,36 +827,13 @@ func (s *session) appendResultLocked(ic *intercept, callID, model string, st tra
 	s.noteCPLocked(s.log.n-1, resCP)
 }
 
-// numbers are the copies of a model response's numbers, allocated
-// together (copyNumbers).
-type numbers struct {
-	duration, prompt, completion, total int64
-	cost                                float64
-}
-
 // copyNumbers sets ev's duration, token counts and cost to copies of b's,
-// nil where b's are nil, in one allocation: the new trace shares no
-// pointer with the base.
+// nil where b's are nil ([trace.Event.Clone]'s, made in one allocation):
+// the new trace shares no pointer with the base.
 func copyNumbers(ev, b *trace.Event) {
-	if b.DurationMS == nil && b.PromptTokens == nil && b.CompletionTokens == nil && b.TotalTokens == nil && b.CostUSD == nil {
-		ev.DurationMS, ev.PromptTokens, ev.CompletionTokens, ev.TotalTokens, ev.CostUSD = nil, nil, nil, nil, nil
-		return
-	}
-	n := new(numbers)
-	ev.DurationMS = copyInto(&n.duration, b.DurationMS)
-	ev.PromptTokens = copyInto(&n.prompt, b.PromptTokens)
-	ev.CompletionTokens = copyInto(&n.completion, b.CompletionTokens)
-	ev.TotalTokens = copyInto(&n.total, b.TotalTokens)
-	ev.CostUSD = copyInto(&n.cost, b.CostUSD)
-}
-
-// copyInto stores *p in dst and returns dst, or returns nil for p nil.
-func copyInto[T any](dst, p *T) *T {
-	if p == nil {
-		return nil
-	}
-	*dst = *p
-	return dst
+	c := trace.Event{DurationMS: b.DurationMS, PromptTokens: b.PromptTokens, CompletionTokens: b.CompletionTokens,
+		TotalTokens: b.TotalTokens, CostUSD: b.CostUSD}.Clone() // the numbers alone: no copy of b's redactions
+	ev.DurationMS, ev.PromptTokens, ev.CompletionTokens, ev.TotalTokens, ev.CostUSD = c.DurationMS, c.PromptTokens, c.CompletionTokens, c.TotalTokens, c.CostUSD
 }
 
 func nonZero(n int64) *int64 {

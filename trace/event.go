@@ -138,12 +138,28 @@ func (e Event) Clone() Event {
 	if e.Redactions != nil {
 		c.Redactions = append([]string(nil), e.Redactions...)
 	}
-	c.DurationMS = clonePtr(e.DurationMS)
-	c.PromptTokens = clonePtr(e.PromptTokens)
-	c.CompletionTokens = clonePtr(e.CompletionTokens)
-	c.TotalTokens = clonePtr(e.TotalTokens)
-	c.CostUSD = clonePtr(e.CostUSD)
+	if e.DurationMS != nil || e.PromptTokens != nil || e.CompletionTokens != nil || e.TotalTokens != nil || e.CostUSD != nil {
+		// The numbers are copied together, in one allocation.
+		n := new(struct {
+			duration, prompt, completion, total int64
+			cost                                float64
+		})
+		c.DurationMS = copyInto(&n.duration, e.DurationMS)
+		c.PromptTokens = copyInto(&n.prompt, e.PromptTokens)
+		c.CompletionTokens = copyInto(&n.completion, e.CompletionTokens)
+		c.TotalTokens = copyInto(&n.total, e.TotalTokens)
+		c.CostUSD = copyInto(&n.cost, e.CostUSD)
+	}
 	return c
+}
+
+// copyInto stores *p in dst and returns dst, or returns nil for p nil.
+func copyInto[T any](dst, p *T) *T {
+	if p == nil {
+		return nil
+	}
+	*dst = *p
+	return dst
 }
 
 func clonePtr[T any](p *T) *T {

@@ -304,3 +304,24 @@ func TestBuilderAddNormalizes(t *testing.T) {
 		t.Errorf("added event = %+v", got)
 	}
 }
+
+// TestEventCloneCopiesNumbersTogether checks that Clone copies an event's
+// numbers in one allocation, each to its own place.
+func TestEventCloneCopiesNumbersTogether(t *testing.T) {
+	d, p, c, tot, cost := int64(1), int64(2), int64(3), int64(5), 0.25
+	ev := Event{Type: LLMResponse, DurationMS: &d, PromptTokens: &p, CompletionTokens: &c, TotalTokens: &tot, CostUSD: &cost}
+	var cl Event
+	if n := testing.AllocsPerRun(100, func() { cl = ev.Clone() }); n != 1 {
+		t.Errorf("Clone made %v allocations, want 1", n)
+	}
+	*cl.DurationMS, *cl.PromptTokens, *cl.CompletionTokens, *cl.TotalTokens, *cl.CostUSD = 10, 20, 30, 50, 2.5
+	if d != 1 || p != 2 || c != 3 || tot != 5 || cost != 0.25 {
+		t.Error("Clone shares numbers with the original")
+	}
+	if *cl.DurationMS != 10 || *cl.PromptTokens != 20 || *cl.CompletionTokens != 30 || *cl.TotalTokens != 50 || *cl.CostUSD != 2.5 {
+		t.Error("Clone's numbers share a place")
+	}
+	if none := (Event{Type: LLMResponse}).Clone(); none.DurationMS != nil || none.PromptTokens != nil || none.CostUSD != nil {
+		t.Error("Clone made numbers the event does not have")
+	}
+}
