@@ -1,5 +1,5 @@
-// Package cputime measures what a benchmark process uses: CPU time and
-// peak resident memory. The benchmarks report CPU time per operation
+// Package cputime measures what a benchmark process uses: CPU time, peak
+// resident memory and page faults. The benchmarks report CPU time per operation
 // (cpu-ns/op) next to ns/op because wall time is unreliable on a shared,
 // loaded machine (see BENCHMARKS.md at the module root).
 package cputime

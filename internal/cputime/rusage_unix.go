@@ -24,3 +24,12 @@ func MaxRSS() int64 {
 	}
 	return int64(ru.Maxrss) * 1024
 }
+
+// Faults is the number of page faults the process has taken that needed
+// no I/O (minor faults): mostly its first touch of each page of memory the
+// heap grew into.
+func Faults() int64 {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return int64(ru.Minflt)
+}
