@@ -178,7 +178,9 @@ func expectationsOf(v trace.Value) (*Expectations, error) {
 		if f.Kind() != trace.Object {
 			return nil, invalidf("counts must map tool names to non-negative integers")
 		}
-		e.Counts = make(map[string]int, f.Len())
+		if f.Len() > 0 { // an empty object is no counts, as an absent one
+			e.Counts = make(map[string]int, f.Len())
+		}
 		for name, n := range f.Members() {
 			c, ok := nonNegativeInt(n)
 			if name == "" || !ok {

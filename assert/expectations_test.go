@@ -102,6 +102,29 @@ func TestParseExpectations(t *testing.T) {
 	assert.Expect(t, refundRun(t), got)
 }
 
+// TestParseExpectationsEmptyIsAbsent checks that an empty list or object
+// parses as the key left out, so that it survives a round trip (which
+// leaves empty fields out).
+func TestParseExpectationsEmptyIsAbsent(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in   string
+		want *assert.Expectations
+	}{
+		{`{"called": [], "not_called": [], "counts": {}, "arguments": [], "order": []}`, &assert.Expectations{}},
+		{`{"counts": {}, "called": ["a"]}`, &assert.Expectations{Called: []string{"a"}}},
+	}
+	for _, tc := range tests {
+		got, err := assert.ParseExpectations([]byte(tc.in))
+		if err != nil {
+			t.Fatalf("ParseExpectations(%s): %v", tc.in, err)
+		}
+		if d := cmp.Diff(tc.want, got); d != "" {
+			t.Errorf("ParseExpectations(%s) mismatch (-want +got):\n%s", tc.in, d)
+		}
+	}
+}
+
 // TestExpectationsJSONRoundTrip writes expectations and reads them back.
 func TestExpectationsJSONRoundTrip(t *testing.T) {
 	t.Parallel()
