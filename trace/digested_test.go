@@ -169,7 +169,11 @@ func TestReadBehaviorDigestsDistinguish(t *testing.T) {
 // FuzzReadBehavior reads arbitrary bytes as the events.jsonl of a bundle
 // with ReadBehavior and checks it against Load and Behavior
 // (checkReadBehavior): it fails where Load fails, with the same error, and
-// otherwise gives the same steps, each with the digest of its content.
+// otherwise gives the same steps, each with the digest of its content. Its
+// inputs are whole events files; fuzz it with a short minimization, as
+// FuzzPacked:
+//
+//	go test ./trace -run '^$' -fuzz '^FuzzReadBehavior$' -fuzztime 5m -fuzzminimizetime 3s
 func FuzzReadBehavior(f *testing.F) {
 	for _, data := range vectorFiles(f, EventsFile) {
 		if len(data) < 1<<16 {

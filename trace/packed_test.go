@@ -239,7 +239,11 @@ func TestPackedCorrupt(t *testing.T) {
 
 // FuzzPacked loads arbitrary bytes as a packed bundle: an error or a trace,
 // never a panic; and what loads unpacks to a directory that loads to the
-// same trace.
+// same trace. Its inputs are whole archives, and the fuzzer's default of up
+// to a minute minimizing each new input leaves it nearly idle; fuzz it with
+// a short minimization:
+//
+//	go test ./trace -run '^$' -fuzz '^FuzzPacked$' -fuzztime 5m -fuzzminimizetime 3s
 func FuzzPacked(f *testing.F) {
 	src := filepath.Join(vectorDir, "stepfork", "failed_tool_run.sftrace")
 	p := filepath.Join(f.TempDir(), "seed"+PackedSuffix)
