@@ -8,6 +8,7 @@ import (
 
 	"github.com/stepfork/stepfork/assert"
 	"github.com/stepfork/stepfork/fork"
+	"github.com/stepfork/stepfork/internal/cputime"
 	"github.com/stepfork/stepfork/replay"
 	"github.com/stepfork/stepfork/sftest"
 	"github.com/stepfork/stepfork/trace"
@@ -72,27 +73,72 @@ func BenchmarkNullForks(b *testing.B) {
 	}
 }
 
-// BenchmarkProductTest runs the product test of the README once per
-// iteration, as `go test` runs it: load and verify the fixture, fork it at
-// the failure with a new prompt, check the variant, render its golden. It
-// checks the variant as the test does and the last rendering against the
-// golden file.
+// productTest runs the product test of the README (TestRefundNeedsApproval)
+// once, as `go test` runs it: load and verify the fixture, fork it at the
+// failure with a new prompt, check the variant. It returns the variant's
+// rendering, which Golden compares with its golden file.
+func productTest(b *testing.B) string {
+	b.Helper()
+	base := sftest.Load(b, "testdata/refund-failure.sftrace")
+	v := sftest.Fork(b, base, fork.Failure(), refund.Agent,
+		fork.Prompt("decide", "Refunds above the policy limit need approval."))
+	assert.Completed(b, v)
+	assert.ToolNotCalled(b, v, "issue_refund")
+	got, err := sftest.Render(v)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return got
+}
+
+// BenchmarkProductTest runs the product test once per iteration
+// (productTest). It checks the variant as the test does and the last
+// rendering against the golden file.
 func BenchmarkProductTest(b *testing.B) {
 	want := productGolden(b)
 	b.ReportAllocs()
 	var got string
 	for b.Loop() {
-		base := sftest.Load(b, "testdata/refund-failure.sftrace")
-		v := sftest.Fork(b, base, fork.Failure(), refund.Agent,
-			fork.Prompt("decide", "Refunds above the policy limit need approval."))
-		assert.Completed(b, v)
-		assert.ToolNotCalled(b, v, "issue_refund")
-		var err error
-		if got, err = sftest.Render(v); err != nil {
-			b.Fatal(err)
-		}
+		got = productTest(b)
 	}
 	if got != want {
 		b.Fatalf("the rendering is not testdata/TestRefundNeedsApproval.golden:\n%s", got)
+	}
+}
+
+// productFirstEnv is set for the child BenchmarkProductTestFirstProcess
+// starts.
+const productFirstEnv = "STEPFORK_BENCH_PRODUCT_FIRST"
+
+// BenchmarkProductTestFirstProcess runs the product test as the first
+// thing a fresh test process does, as `go test` runs a package whose first
+// test forks its fixture: what every run of such a package pays once, on
+// top of what BenchmarkProductTest measures. Each iteration starts this
+// test binary again (BenchmarkProductTestFirstProcessChild), which runs
+// the product test once and then 20 times more; see cputime.ReportFirst
+// for what is reported. The child checks every rendering against the
+// golden file.
+//
+//	go test ./sftest -run '^$' -bench 'ProductTestFirstProcess$' -benchtime 20x
+func BenchmarkProductTestFirstProcess(b *testing.B) {
+	cputime.ReportFirst(b, "BenchmarkProductTestFirstProcessChild", productFirstEnv, "1")
+}
+
+// BenchmarkProductTestFirstProcessChild is the child
+// BenchmarkProductTestFirstProcess starts; run on its own, it is skipped.
+func BenchmarkProductTestFirstProcessChild(b *testing.B) {
+	if os.Getenv(productFirstEnv) == "" {
+		b.Skip("started by BenchmarkProductTestFirstProcess")
+	}
+	if b.N > 1 {
+		return // measured once, in the first run
+	}
+	var renderings []string
+	cputime.MeasureFirst(os.Stdout, 20, func() { renderings = append(renderings, productTest(b)) })
+	want := productGolden(b)
+	for i, got := range renderings {
+		if got != want {
+			b.Fatalf("rendering %d is not testdata/TestRefundNeedsApproval.golden:\n%s", i, got)
+		}
 	}
 }
