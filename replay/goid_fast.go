@@ -31,11 +31,12 @@ func findGoidOffset() {
 		g  unsafe.Pointer
 		id uint64
 	}
+	// Three new goroutines, not the caller: runtime.Stack walks the whole
+	// stack of the goroutine it prints, and the caller's is deep.
 	probes := make([]probe, 3)
-	probes[0] = probe{getg(), stackGoid()}
 	var wg sync.WaitGroup
 	hold := make(chan struct{})
-	for i := 1; i < len(probes); i++ {
+	for i := range probes {
 		wg.Add(1)
 		go func() {
 			probes[i] = probe{getg(), stackGoid()}

@@ -4,10 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"strings"
-	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // BuildFile is the extra bundle file ([Trace.Extras]) that says which code
@@ -57,20 +56,17 @@ type Build struct {
 	Go string
 }
 
-// buildWire is build.json.
+// buildWire is build.json. Its fields are in the order of their keys, so
+// that encoding/json writes them sorted, as BuildFile is.
 type buildWire struct {
-	SchemaVersion int    `json:"schema_version"`
-	Module        string `json:"module"`
-	Version       string `json:"version,omitempty"`
-	Revision      string `json:"revision,omitempty"`
-	Time          string `json:"time,omitempty"`
-	Modified      bool   `json:"modified,omitempty"`
 	Go            string `json:"go,omitempty"`
+	Modified      bool   `json:"modified,omitempty"`
+	Module        string `json:"module"`
+	Revision      string `json:"revision,omitempty"`
+	SchemaVersion int    `json:"schema_version"`
+	Time          string `json:"time,omitempty"`
+	Version       string `json:"version,omitempty"`
 }
-
-// revisionPattern is compiled on first use, not when every program that
-// links package trace starts (the stepfork CLI never marshals a build).
-var revisionPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9a-f]{7,64}$`) })
 
 // MarshalBuild encodes b as the [BuildFile]. The module is required; a
 // revision must be lowercase hexadecimal (a commit hash or a prefix of one
@@ -84,27 +80,24 @@ func MarshalBuild(b Build) ([]byte, error) {
 	if !b.Time.IsZero() {
 		w.Time = b.Time.UTC().Format(time.RFC3339)
 	}
-	// Marshalled through a map: sorted keys, the canonical order.
-	raw, err := json.Marshal(w)
-	if err != nil {
-		return nil, err
-	}
-	var m map[string]any
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, err
-	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
-	if err := enc.Encode(m); err != nil {
+	if err := enc.Encode(w); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil
 }
 
+// redactBuildText is s redacted, each byte of invalid UTF-8 replaced by
+// U+FFFD, as encoding/json reads it (and writes it as an escape, which
+// build.json does not hold).
 func redactBuildText(s string) string {
 	r, _ := RedactString(s)
+	if !utf8.ValidString(r) {
+		r = string([]rune(r))
+	}
 	return r
 }
 
@@ -112,11 +105,16 @@ func (b Build) check() error {
 	switch {
 	case strings.TrimSpace(b.Module) == "":
 		return fmt.Errorf("%s: the module is empty", BuildFile)
-	case b.Revision != "" && !revisionPattern().MatchString(b.Revision):
+	case b.Revision != "" && !isRevision(b.Revision):
 		return fmt.Errorf("%s: revision %q is not a commit hash (7 to 64 lowercase hexadecimal digits)", BuildFile, b.Revision)
 	}
 	return nil
 }
+
+// isRevision reports whether s is a commit hash or a prefix of one: 7 to
+// 64 lowercase hexadecimal digits. (Not a regular expression: compiling
+// one cost the first recording of every process half a millisecond.)
+func isRevision(s string) bool { return len(s) >= 7 && len(s) <= 64 && isLowerHex(s) }
 
 // ParseBuild decodes a [BuildFile]. Anything else than the object
 // MarshalBuild writes, of schema version 1, is an error naming the problem:

@@ -1,8 +1,11 @@
 package trace
 
 import (
+	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -129,6 +132,74 @@ func FuzzBuild(f *testing.F) {
 		back, err := ParseBuild(out)
 		if err != nil || back.Module != b.Module || back.Revision != b.Revision || !back.Time.Equal(b.Time) {
 			t.Fatalf("re-encoded build differs: %+v, %v; want %+v", back, err, b)
+		}
+	})
+}
+
+// TestMarshalBuildSortedKeys: build.json is written with its keys sorted,
+// as encoding/json writes a map, whatever its texts hold. The reference is
+// the map encoding MarshalBuild used before it encoded its struct, whose
+// fields are in key order, directly.
+func TestMarshalBuildSortedKeys(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 3, 14, 9, 30, 0, 0, time.FixedZone("x", 3600))
+	texts := []string{"", "example.com/a", `q"uote\back`, "<tag>&amp;", "tab\tnew\nline\x01", "\u2028\u2029", "bad \xff utf-8", "two \xff\xfe bad", "cut \xe6\x97", "ünï 日本"}
+	for i, text := range texts {
+		b := Build{Module: "m" + text, Version: text, Go: text, Modified: i%2 == 0}
+		if i%3 == 0 {
+			b.Revision, b.Time = "46b7ad0", at
+		}
+		got, err := MarshalBuild(b)
+		if err != nil {
+			t.Fatalf("%q: %v", text, err)
+		}
+		if want := mapEncodedBuild(t, got); string(got) != want {
+			t.Errorf("%q: MarshalBuild =\n%s\nwant (keys sorted)\n%s", text, got, want)
+		}
+	}
+}
+
+// mapEncodedBuild re-encodes build.json through a map, as encoding/json
+// writes it with sorted keys.
+func mapEncodedBuild(t *testing.T, data []byte) string {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(m); err != nil {
+		t.Fatal(err)
+	}
+	return buf.String()
+}
+
+// TestIsRevision: a revision is 7 to 64 lowercase hexadecimal digits, as
+// the regular expression ^[0-9a-f]{7,64}$ says.
+func TestIsRevision(t *testing.T) {
+	t.Parallel()
+	re := regexp.MustCompile(`^[0-9a-f]{7,64}$`)
+	cases := []string{"", "46b7ad", "46b7ad0", "46B7AD0", "46b7ad0c4abd", strings.Repeat("a", 64), strings.Repeat("a", 65),
+		"46b7ad0\n", " 46b7ad0", "46b7ad0g", "HEAD", "46b7ad0c4abd65b7e0efec1149cdb0d7ddcb7ecd", "ｆ46b7ad0", "46b7ad\x000"}
+	for _, s := range cases {
+		if got, want := isRevision(s), re.MatchString(s); got != want {
+			t.Errorf("isRevision(%q) = %v, want %v", s, got, want)
+		}
+	}
+}
+
+// FuzzIsRevision: isRevision agrees with ^[0-9a-f]{7,64}$ on every input.
+func FuzzIsRevision(f *testing.F) {
+	re := regexp.MustCompile(`^[0-9a-f]{7,64}$`)
+	f.Add("46b7ad0c4abd")
+	f.Add("46B7AD0")
+	f.Add(strings.Repeat("f", 65))
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := isRevision(s), re.MatchString(s); got != want {
+			t.Fatalf("isRevision(%q) = %v, want %v", s, got, want)
 		}
 	})
 }

@@ -303,13 +303,13 @@ func (e *Event) checkFields() error {
 	return nil
 }
 
-func isHexDigest(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
+func isHexDigest(s string) bool { return len(s) == 64 && isLowerHex(s) }
+
+// isLowerHex reports whether every byte of s is a lowercase hexadecimal
+// digit.
+func isLowerHex(s string) bool {
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+		if lowerHex[s[i]] >= 16 {
 			return false
 		}
 	}

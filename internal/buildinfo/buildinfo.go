@@ -19,7 +19,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"runtime/debug"
 	"strconv"
@@ -152,25 +151,51 @@ func FuncName(pc uintptr) string {
 	return ""
 }
 
-// pseudoVersion matches the tail of a pseudo-version: its UTC time and the
-// 12-digit revision prefix (vX.Y.Z-yyyymmddhhmmss-abcdef123456, with the
-// forms vX.Y.Z-pre.0.… and vX.Y.(Z+1)-0.…). It and hashPattern are compiled
-// on first use, not when every program that links package replay starts.
-var pseudoVersion = sync.OnceValue(func() *regexp.Regexp {
-	return regexp.MustCompile(`[-.](\d{14})-([0-9a-f]{12})(?:\+incompatible)?$`)
-})
-
-// pseudo is the revision and time a pseudo-version holds, or "".
+// pseudo is the revision and time a pseudo-version holds, or "": the
+// 12-digit revision prefix and the UTC time of its tail
+// (vX.Y.Z-yyyymmddhhmmss-abcdef123456, with the forms vX.Y.Z-pre.0.… and
+// vX.Y.(Z+1)-0.…, and a +incompatible suffix). It reads the tail by hand:
+// a regular expression compiled for it cost the first recording of every
+// process a tenth of a millisecond.
 func pseudo(v string) (string, time.Time) {
-	m := pseudoVersion().FindStringSubmatch(v)
-	if m == nil {
+	v = strings.TrimSuffix(v, "+incompatible")
+	const tail = 1 + 14 + 1 + 12 // [-.]yyyymmddhhmmss-abcdef123456
+	if len(v) < tail {
 		return "", time.Time{}
 	}
-	t, err := time.Parse("20060102150405", m[1])
+	t := v[len(v)-tail:]
+	stamp, rev := t[1:15], t[16:]
+	if t[0] != '-' && t[0] != '.' || t[15] != '-' || !allDigits(stamp) || !isFullHash(rev, 12) {
+		return "", time.Time{}
+	}
+	at, err := time.Parse("20060102150405", stamp)
 	if err != nil {
 		return "", time.Time{}
 	}
-	return m[2], t.UTC()
+	return rev, at.UTC()
+}
+
+// allDigits reports whether every byte of s is a decimal digit.
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// isFullHash reports whether s is n lowercase hexadecimal digits.
+func isFullHash(s string, n int) bool {
+	if len(s) != n {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // moduleRoot is the directory, dir or above, whose go.mod declares module
@@ -206,8 +231,6 @@ func modulePath(gomod []byte) string {
 	}
 	return ""
 }
-
-var hashPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`) })
 
 // gitHead is the commit HEAD names in the git repository holding dir, and
 // its commit time when the commit is stored as a loose object; "" when dir
@@ -258,7 +281,7 @@ func gitHead(dir string) (string, time.Time) {
 		}
 		rev = resolveRef(gitDir, common, strings.TrimSpace(ref))
 	}
-	if !hashPattern().MatchString(rev) {
+	if !isFullHash(rev, 40) && !isFullHash(rev, 64) { // SHA-1 or SHA-256
 		return "", time.Time{}
 	}
 	return rev, commitTime(common, rev)

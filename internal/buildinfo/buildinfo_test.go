@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -172,5 +173,67 @@ func write(t *testing.T, p, s string) {
 	}
 	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// pseudoByPattern reads v with the regular expression pseudo used before it
+// read the tail by hand: the reference pseudo must agree with.
+func pseudoByPattern(v string) (string, time.Time) {
+	m := regexp.MustCompile(`[-.](\d{14})-([0-9a-f]{12})(?:\+incompatible)?$`).FindStringSubmatch(v)
+	if m == nil {
+		return "", time.Time{}
+	}
+	t, err := time.Parse("20060102150405", m[1])
+	if err != nil {
+		return "", time.Time{}
+	}
+	return m[2], t.UTC()
+}
+
+// pseudoSeeds are versions near the edges of the pseudo-version tail.
+var pseudoSeeds = []string{
+	"v0.0.0-20260314093000-46b7ad0c4abd", "v1.2.4-0.20260314093000-46b7ad0c4abd", "v2.0.0-20260314093000-46b7ad0c4abd+incompatible",
+	"20260314093000-46b7ad0c4abd", "-20260314093000-46b7ad0c4abd", "_20260314093000-46b7ad0c4abd", "v0.0.0-20261314093000-46b7ad0c4abd",
+	"v0.0.0-2026031409300-46b7ad0c4abd", "v0.0.0-20260314093000-46B7AD0C4ABD", "v0.0.0-20260314093000-46b7ad0c4abd+incompatible+incompatible",
+	"v0.0.0-20260314093000-46b7ad0c4abdx", "v0.0.0-20260314093000+46b7ad0c4abd", "v0.0.0-2026031409300a-46b7ad0c4abd", "+incompatible", "",
+}
+
+// TestPseudoAgreesWithPattern: pseudo reads every seed as the regular
+// expression does.
+func TestPseudoAgreesWithPattern(t *testing.T) {
+	t.Parallel()
+	for _, v := range pseudoSeeds {
+		rev, at := pseudo(v)
+		wantRev, wantAt := pseudoByPattern(v)
+		if rev != wantRev || !at.Equal(wantAt) {
+			t.Errorf("pseudo(%q) = %q, %v; the pattern reads %q, %v", v, rev, at, wantRev, wantAt)
+		}
+	}
+}
+
+// FuzzPseudo: pseudo reads every version as the regular expression does.
+func FuzzPseudo(f *testing.F) {
+	for _, v := range pseudoSeeds {
+		f.Add(v)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		rev, at := pseudo(v)
+		wantRev, wantAt := pseudoByPattern(v)
+		if rev != wantRev || !at.Equal(wantAt) {
+			t.Fatalf("pseudo(%q) = %q, %v; the pattern reads %q, %v", v, rev, at, wantRev, wantAt)
+		}
+	})
+}
+
+// TestIsFullHash: a full commit hash is 40 (SHA-1) or 64 (SHA-256)
+// lowercase hexadecimal digits, as ^[0-9a-f]{40}([0-9a-f]{24})?$ says.
+func TestIsFullHash(t *testing.T) {
+	t.Parallel()
+	re := regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
+	for _, s := range []string{"", strings.Repeat("a", 39), strings.Repeat("a", 40), strings.Repeat("a", 41), strings.Repeat("0", 64),
+		strings.Repeat("0", 63), strings.Repeat("0", 65), strings.Repeat("A", 40), strings.Repeat("a", 39) + "\n", "ref: refs/heads/main"} {
+		if got, want := isFullHash(s, 40) || isFullHash(s, 64), re.MatchString(s); got != want {
+			t.Errorf("full hash %q: %v, want %v", s, got, want)
+		}
 	}
 }
