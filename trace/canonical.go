@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"strconv"
 	"strings"
@@ -445,30 +446,83 @@ func (c *canonicalizer) plainString() bool {
 	const lo, hi = 0x0101010101010101, 0x8080808080808080
 	in := c.in
 	i := c.pos + 1
-	var high uint64
-	for ; i+8 <= len(in); i += 8 {
-		x := binary.LittleEndian.Uint64(in[i:])
-		q, bs := x^(lo*'"'), x^(lo*'\\')
-		if ((x-lo*0x20)&^x|(q-lo)&^q|(bs-lo)&^bs)&hi != 0 {
-			break // a quote, a backslash or a control character is near
+	for {
+		for ; i+8 <= len(in); i += 8 {
+			x := binary.LittleEndian.Uint64(in[i:])
+			q, bs := x^(lo*'"'), x^(lo*'\\')
+			if m := ((x-lo*0x20)&^x | (q-lo)&^q | (bs-lo)&^bs | x) & hi; m != 0 {
+				// A quote, a backslash, a control character or a byte of
+				// a multi-byte character: the lowest flag is exact.
+				i += bits.TrailingZeros64(m) / 8
+				break
+			}
 		}
-		high |= x
-	}
-	for ; i < len(in); i++ {
-		b := in[i]
-		if b == '"' {
-			break
+		for ; i < len(in); i++ {
+			b := in[i]
+			if b == '"' || b >= utf8.RuneSelf {
+				break
+			}
+			if b < 0x20 || b == '\\' {
+				return false
+			}
 		}
-		if b < 0x20 || b == '\\' {
+		if i >= len(in) {
 			return false
 		}
-		high |= uint64(b)
+		if in[i] == '"' {
+			c.pos = i + 1
+			return true
+		}
+		n := utf8Len(in, i)
+		if n == 0 {
+			return false
+		}
+		i += n
 	}
-	if i >= len(in) || high&hi != 0 && !utf8.Valid(in[c.pos+1:i]) { // a high bit in any byte
-		return false
+}
+
+// utf8Len is the length of the UTF-8 encoded character that starts at
+// in[i], a byte >= utf8.RuneSelf, or 0 when the bytes there are not one
+// (an invalid or cut sequence, an overlong form, a surrogate): what
+// utf8.Valid refuses. The string scanners check UTF-8 with it as they go,
+// instead of a second pass over a string or value that holds a byte >=
+// utf8.RuneSelf.
+func utf8Len(in []byte, i int) int {
+	// The table of well-formed byte sequences of the Unicode standard
+	// (3.9, table 3-7), without utf8.DecodeRune's call and rune.
+	lo, hi := byte(0x80), byte(0xbf) // the second byte's range
+	n := 0
+	switch b := in[i]; {
+	case b < 0xc2:
+		return 0
+	case b < 0xe0:
+		n = 2
+	case b < 0xf0:
+		n = 3
+		if b == 0xe0 {
+			lo = 0xa0
+		} else if b == 0xed {
+			hi = 0x9f // not a surrogate
+		}
+	case b < 0xf5:
+		n = 4
+		if b == 0xf0 {
+			lo = 0x90
+		} else if b == 0xf4 {
+			hi = 0x8f // not beyond U+10FFFF
+		}
+	default:
+		return 0
 	}
-	c.pos = i + 1
-	return true
+	if i+n > len(in) || in[i+1] < lo || in[i+1] > hi {
+		return 0
+	}
+	for k := i + 2; k < i+n; k++ {
+		if in[k]&0xc0 != 0x80 {
+			return 0
+		}
+	}
+	return n
 }
 
 // appendString appends the canonical form of the JSON string at the cursor
@@ -482,30 +536,38 @@ func (c *canonicalizer) appendString() bool {
 	in, outStart := c.in, len(c.out)
 	i := c.pos + 1
 	run := i
-	var high uint64
 	c.out = append(c.out, '"')
 	for {
 		for ; i+8 <= len(in); i += 8 {
 			x := binary.LittleEndian.Uint64(in[i:])
 			q, bs := x^(lo*'"'), x^(lo*'\\')
-			if ((x-lo*0x20)&^x|(q-lo)&^q|(bs-lo)&^bs)&hi != 0 {
+			if m := ((x-lo*0x20)&^x | (q-lo)&^q | (bs-lo)&^bs | x) & hi; m != 0 {
+				// A quote, a backslash, a control character or a byte of
+				// a multi-byte character: the lowest flag is exact.
+				i += bits.TrailingZeros64(m) / 8
 				break
 			}
-			high |= x
 		}
 		for ; i < len(in); i++ {
 			b := in[i]
-			if b == '"' || b == '\\' || b < 0x20 {
+			if b == '"' || b == '\\' || b < 0x20 || b >= utf8.RuneSelf {
 				break
 			}
-			high |= uint64(b)
 		}
-		if i >= len(in) || in[i] < 0x20 || high&hi != 0 && !utf8.Valid(in[run:i]) {
+		if i < len(in) && in[i] >= utf8.RuneSelf {
+			n := utf8Len(in, i)
+			if n == 0 {
+				c.out = c.out[:outStart]
+				return false
+			}
+			i += n
+			continue // the run goes on
+		}
+		if i >= len(in) || in[i] < 0x20 {
 			c.out = c.out[:outStart]
 			return false
 		}
 		c.out = append(c.out, in[run:i]...)
-		high = 0
 		if in[i] == '"' {
 			c.out = append(c.out, '"')
 			c.pos = i + 1

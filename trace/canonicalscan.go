@@ -3,6 +3,7 @@ package trace
 import (
 	"bytes"
 	"encoding/binary"
+	"math/bits"
 	"strconv"
 	"unicode/utf8"
 )
@@ -31,7 +32,7 @@ import (
 func (c *canonicalizer) savedValue(scratch []byte) (canon []byte, built, ok bool) {
 	s := savedScanner{in: c.in, pos: c.pos, depth: c.depth, checkKeys: c.checkKeys, memo: &c.floatMemo}
 	start := c.pos
-	if !s.value() || s.high && !utf8.Valid(c.in[start:s.pos]) {
+	if !s.value() {
 		return nil, false, false
 	}
 	end := s.pos
@@ -72,7 +73,6 @@ type savedScanner struct {
 	in        []byte
 	pos       int
 	depth     int
-	high      bool // a byte >= 0x80 was seen (in a string): check UTF-8
 	checkKeys bool
 	sensitive bool
 	nfix      int
@@ -208,30 +208,35 @@ func (s *savedScanner) str(key bool) bool {
 	const lo, hi = 0x0101010101010101, 0x8080808080808080
 	in := s.in
 	i := s.pos + 1
-	var high uint64
 	for {
 		for ; i+8 <= len(in); i += 8 {
 			x := binary.LittleEndian.Uint64(in[i:])
 			q, bs := x^(lo*'"'), x^(lo*'\\')
-			if ((x-lo*0x20)&^x|(q-lo)&^q|(bs-lo)&^bs)&hi != 0 {
-				break // a quote, a backslash or a control character is near
+			if m := ((x-lo*0x20)&^x | (q-lo)&^q | (bs-lo)&^bs | x) & hi; m != 0 {
+				// A quote, a backslash, a control character or a byte of
+				// a multi-byte character: the lowest flag is exact.
+				i += bits.TrailingZeros64(m) / 8
+				break
 			}
-			high |= x
 		}
 		for ; i < len(in); i++ {
 			b := in[i]
-			if b == '"' || b == '\\' || b < 0x20 {
+			if b == '"' || b == '\\' || b < 0x20 || b >= utf8.RuneSelf {
 				break
 			}
-			high |= uint64(b)
+		}
+		if i < len(in) && in[i] >= utf8.RuneSelf {
+			n := utf8Len(in, i)
+			if n == 0 {
+				return false
+			}
+			i += n
+			continue
 		}
 		if i >= len(in) || in[i] < 0x20 {
 			return false
 		}
 		if in[i] == '"' {
-			if high&hi != 0 {
-				s.high = true
-			}
 			s.pos = i + 1
 			return true
 		}
