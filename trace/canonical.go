@@ -163,8 +163,12 @@ type canonicalizer struct {
 	// checkKeys makes object set sensitive when a key is one that
 	// redaction redacts (IsSensitiveKey).
 	checkKeys, sensitive bool
-	runeBuf              [utf8.UTFMax]byte
-	floatMemo            floatMemo // savedValue's
+	// noteBehaviorKeys makes savedValue set behaviorKey when the value has
+	// a key that the behavior of a step may leave out ("headers", or one
+	// that starts with "usage"; see partialBehavior).
+	noteBehaviorKeys, behaviorKey bool
+	runeBuf                       [utf8.UTFMax]byte
+	floatMemo                     floatMemo // savedValue's
 }
 
 // byteTable holds every byte value at its own index, so that a one-byte

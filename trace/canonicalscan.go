@@ -30,7 +30,7 @@ import (
 // is not JSON. The two are checked against each other by tests and a fuzz
 // target (FuzzSavedValue).
 func (c *canonicalizer) savedValue(scratch []byte) (canon []byte, built, ok bool) {
-	s := savedScanner{in: c.in, pos: c.pos, depth: c.depth, checkKeys: c.checkKeys, memo: &c.floatMemo}
+	s := savedScanner{in: c.in, pos: c.pos, depth: c.depth, checkKeys: c.checkKeys, noteBehaviorKeys: c.noteBehaviorKeys, memo: &c.floatMemo}
 	start := c.pos
 	if !s.value() {
 		return nil, false, false
@@ -52,6 +52,7 @@ func (c *canonicalizer) savedValue(scratch []byte) (canon []byte, built, ok bool
 	if s.sensitive {
 		c.sensitive = true
 	}
+	c.behaviorKey = s.behaviorKey
 	return canon, s.nfix > 0, true
 }
 
@@ -75,9 +76,11 @@ type savedScanner struct {
 	depth     int
 	checkKeys bool
 	sensitive bool
-	nfix      int
-	fixes     [maxFloatFixes]floatFix
-	memo      *floatMemo
+	// noteBehaviorKeys and behaviorKey: see canonicalizer.
+	noteBehaviorKeys, behaviorKey bool
+	nfix                          int
+	fixes                         [maxFloatFixes]floatFix
+	memo                          *floatMemo
 }
 
 // floatMemo remembers savedScanner's verdict on the last float literal
@@ -177,6 +180,9 @@ func (s *savedScanner) object() bool {
 		prev = key
 		if s.checkKeys && !s.sensitive && sensitiveKeyBytes(key) {
 			s.sensitive = true
+		}
+		if s.noteBehaviorKeys && !s.behaviorKey && behaviorKeyBytes(key) {
+			s.behaviorKey = true
 		}
 		if s.pos >= len(s.in) || s.in[s.pos] != ':' {
 			return false

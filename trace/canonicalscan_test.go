@@ -19,7 +19,7 @@ import (
 // refuses must leave the cursor and the verdict alone.
 func checkSavedValue(t testing.TB, in []byte) bool {
 	t.Helper()
-	fast := canonicalizer{in: in, checkKeys: true}
+	fast := canonicalizer{in: in, checkKeys: true, noteBehaviorKeys: true}
 	canon, built, ok := fast.savedValue(nil)
 	// Again, with what the first scan remembered (its last float).
 	again := canonicalizer{in: in, checkKeys: true, floatMemo: fast.floatMemo}
@@ -48,6 +48,13 @@ func checkSavedValue(t testing.TB, in []byte) bool {
 	}
 	if fast.sensitive != slow.sensitive {
 		t.Fatalf("savedValue(%q): sensitive %v, the canonicalizer says %v", in, fast.sensitive, slow.sensitive)
+	}
+	// A payload without the keys that ReadBehavior's digests must not
+	// stand for is its own behavior (see elide).
+	if v := (Value{string(canon)}); !fast.behaviorKey && (httpBehavior(v) != v || withoutUsage(v) != v) {
+		t.Fatalf("savedValue(%q) noted no key that behavior leaves out, but its behavior is %q, without usage %q", in, httpBehavior(v).raw, withoutUsage(v).raw)
+	} else if fast.behaviorKey && !partialBehavior(canon) {
+		t.Fatalf("savedValue(%q) noted a key that partialBehavior does not find", in)
 	}
 	raw := in[:fast.pos]
 	if ff := appendFileForm(nil, Value{string(canon)}); !bytes.Equal(ff, raw) {
@@ -158,6 +165,9 @@ func TestSavedValueMatchesCanonicalizer(t *testing.T) {
 		{"empty", ``, false},
 		{"many small floats", "[" + strings.Repeat("0.00001,", maxFloatFixes) + "0.00001]", false},
 		{"value then more", `{"a":1},{"b":2}`, true},
+		{"an HTTP response", `{"body":"x","headers":{"a":"b"},"ids":["r1"],"status":200}`, true},
+		{"a model's usage, deep", `{"choices":[{"message":"hi"}],"meta":{"usage":{"total_tokens":3}}}`, true},
+		{"usage as a value, not a key", `{"kind":"usage_report","note":"headers:"}`, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -253,7 +263,8 @@ func FuzzSavedValue(f *testing.F) {
 	}
 	for _, s := range []string{`{"b":1,"a":2}`, `{"a":1,"a":2}`, `"\u00e9"`, "\"\xed\xa0\x80\"", `-0`, `1e5`, `1.0`,
 		`12345678901234567890`, `0.00001`, `1e-05`, `1e-7`, `{"a": 1}`, `"\u001f\n"`, `{"api_key":"sk-abcdefgh12345678"}`,
-		`[[[[[]]]]]`, `1e+16`, `1e16`, `"\ud83d\ude00"`} {
+		`[[[[[]]]]]`, `1e+16`, `1e16`, `"\ud83d\ude00"`,
+		`{"body":"x","headers":{"a":"b"},"status":200}`, `{"a":{"usage":{"total_tokens":3}},"b":"usage"}`, `["usage_metadata",{"usageMetadata":null}]`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {

@@ -211,6 +211,7 @@ func (d *eventDecoder) decode(line []byte, ev *Event) error {
 	d.typ, d.dropped, d.hashSpans = "", false, [2][2]int{{-1}, {-1}}
 	c := &d.c
 	c.checkKeys, c.sensitive = d.track || d.digest, false
+	c.noteBehaviorKeys = d.digest
 	c.in, c.pos, c.depth = line, 0, 0
 	defer func() { c.in = nil }()
 	c.skipSpace()
@@ -546,7 +547,11 @@ func (d *eventDecoder) payloadOrSum(slot int) (Value, error) {
 		d.mayRedact = d.mayRedact || mayHoldCredentialJSON(unsafe.String(unsafe.SliceData(canon), len(canon)))
 		// A payload whose behavior leaves some of it out: an HTTP response
 		// (its headers), a model's usage.
-		d.http[slot] = bytes.Contains(canon, []byte(`"headers":`)) || bytes.Contains(canon, []byte(`"usage`))
+		if saved {
+			d.http[slot] = d.c.behaviorKey // noted as savedValue read the keys
+		} else {
+			d.http[slot] = partialBehavior(canon)
+		}
 	}
 	if d.track {
 		d.spans[slot] = [2]int{start, c.pos}
@@ -558,6 +563,20 @@ func (d *eventDecoder) payloadOrSum(slot int) (Value, error) {
 		return elidedPayload, nil
 	}
 	return Value{string(canon)}, nil
+}
+
+// partialBehavior reports whether the payload canon (canonical JSON) may
+// have a member that the behavior of its step leaves out: a "headers" key
+// (an HTTP response's) or a key that starts with "usage" (a model's
+// usage). It may say so of a payload that has none. savedValue notes the
+// same keys as it reads them (behaviorKeyBytes), without this second pass.
+func partialBehavior(canon []byte) bool {
+	return bytes.Contains(canon, []byte(`"headers":`)) || bytes.Contains(canon, []byte(`"usage`))
+}
+
+// behaviorKeyBytes reports whether key is one partialBehavior looks for.
+func behaviorKeyBytes(key []byte) bool {
+	return string(key) == "headers" || bytes.HasPrefix(key, []byte("usage"))
 }
 
 // elidable reports whether elide may leave out the payload of the slot
