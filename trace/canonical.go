@@ -447,33 +447,14 @@ func sensitiveKeyBytes(key []byte) bool {
 // the string (and reports errors at their exact offsets). It checks eight
 // bytes at a time.
 func (c *canonicalizer) plainString() bool {
-	const lo, hi = 0x0101010101010101, 0x8080808080808080
 	in := c.in
 	i := c.pos + 1
 	for {
-		for ; i+8 <= len(in); i += 8 {
-			x := binary.LittleEndian.Uint64(in[i:])
-			q, bs := x^(lo*'"'), x^(lo*'\\')
-			if m := ((x-lo*0x20)&^x | (q-lo)&^q | (bs-lo)&^bs | x) & hi; m != 0 {
-				// A quote, a backslash, a control character or a byte of
-				// a multi-byte character: the lowest flag is exact.
-				i += bits.TrailingZeros64(m) / 8
-				break
-			}
-		}
-		for ; i < len(in); i++ {
-			b := in[i]
-			if b == '"' || b >= utf8.RuneSelf {
-				break
-			}
-			if b < 0x20 || b == '\\' {
-				return false
-			}
-		}
-		if i >= len(in) {
+		i = plainEnd(in, i)
+		switch {
+		case i >= len(in) || in[i] < 0x20 || in[i] == '\\':
 			return false
-		}
-		if in[i] == '"' {
+		case in[i] == '"':
 			c.pos = i + 1
 			return true
 		}
@@ -483,6 +464,30 @@ func (c *canonicalizer) plainString() bool {
 		}
 		i += n
 	}
+}
+
+// plainEnd returns the index of the first byte of in at or after i that
+// is a quote, a backslash, a control character or the first byte of a
+// multi-byte character (>= utf8.RuneSelf), or len(in): where the run of
+// bytes that a JSON string holds as they are ends. It reads eight bytes at
+// a time.
+func plainEnd(in []byte, i int) int {
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
+	for ; i+8 <= len(in); i += 8 {
+		x := binary.LittleEndian.Uint64(in[i:])
+		q, bs := x^(lo*'"'), x^(lo*'\\')
+		if m := ((x-lo*0x20)&^x | (q-lo)&^q | (bs-lo)&^bs | x) & hi; m != 0 {
+			// Each flag is exact up to the first: a borrow only runs upward,
+			// from a byte that is flagged itself.
+			return i + bits.TrailingZeros64(m)/8
+		}
+	}
+	for ; i < len(in); i++ {
+		if b := in[i]; b == '"' || b == '\\' || b < 0x20 || b >= utf8.RuneSelf {
+			break
+		}
+	}
+	return i
 }
 
 // utf8Len is the length of the UTF-8 encoded character that starts at
@@ -536,28 +541,12 @@ func utf8Len(in []byte, i int) int {
 // end of input) it undoes its output and returns false, leaving the cursor
 // at the string, so that stringBodyEsc reports the error at its offset.
 func (c *canonicalizer) appendString() bool {
-	const lo, hi = 0x0101010101010101, 0x8080808080808080
 	in, outStart := c.in, len(c.out)
 	i := c.pos + 1
 	run := i
 	c.out = append(c.out, '"')
 	for {
-		for ; i+8 <= len(in); i += 8 {
-			x := binary.LittleEndian.Uint64(in[i:])
-			q, bs := x^(lo*'"'), x^(lo*'\\')
-			if m := ((x-lo*0x20)&^x | (q-lo)&^q | (bs-lo)&^bs | x) & hi; m != 0 {
-				// A quote, a backslash, a control character or a byte of
-				// a multi-byte character: the lowest flag is exact.
-				i += bits.TrailingZeros64(m) / 8
-				break
-			}
-		}
-		for ; i < len(in); i++ {
-			b := in[i]
-			if b == '"' || b == '\\' || b < 0x20 || b >= utf8.RuneSelf {
-				break
-			}
-		}
+		i = plainEnd(in, i)
 		if i < len(in) && in[i] >= utf8.RuneSelf {
 			n := utf8Len(in, i)
 			if n == 0 {

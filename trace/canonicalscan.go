@@ -2,8 +2,6 @@ package trace
 
 import (
 	"bytes"
-	"encoding/binary"
-	"math/bits"
 	"strconv"
 	"unicode/utf8"
 )
@@ -211,26 +209,10 @@ func (s *savedScanner) object() bool {
 // (its bytes are then the key, compared as they are). UTF-8 is checked by
 // savedValue once for the whole value.
 func (s *savedScanner) str(key bool) bool {
-	const lo, hi = 0x0101010101010101, 0x8080808080808080
 	in := s.in
 	i := s.pos + 1
 	for {
-		for ; i+8 <= len(in); i += 8 {
-			x := binary.LittleEndian.Uint64(in[i:])
-			q, bs := x^(lo*'"'), x^(lo*'\\')
-			if m := ((x-lo*0x20)&^x | (q-lo)&^q | (bs-lo)&^bs | x) & hi; m != 0 {
-				// A quote, a backslash, a control character or a byte of
-				// a multi-byte character: the lowest flag is exact.
-				i += bits.TrailingZeros64(m) / 8
-				break
-			}
-		}
-		for ; i < len(in); i++ {
-			b := in[i]
-			if b == '"' || b == '\\' || b < 0x20 || b >= utf8.RuneSelf {
-				break
-			}
-		}
+		i = plainEnd(in, i)
 		if i < len(in) && in[i] >= utf8.RuneSelf {
 			n := utf8Len(in, i)
 			if n == 0 {
