@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/bits"
 	"slices"
 	"strconv"
 	"strings"
@@ -447,91 +446,33 @@ func sensitiveKeyBytes(key []byte) bool {
 // the string (and reports errors at their exact offsets). It checks eight
 // bytes at a time.
 func (c *canonicalizer) plainString() bool {
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
 	in := c.in
 	i := c.pos + 1
-	for {
-		i = plainEnd(in, i)
-		switch {
-		case i >= len(in) || in[i] < 0x20 || in[i] == '\\':
-			return false
-		case in[i] == '"':
-			c.pos = i + 1
-			return true
-		}
-		n := utf8Len(in, i)
-		if n == 0 {
-			return false
-		}
-		i += n
-	}
-}
-
-// plainEnd returns the index of the first byte of in at or after i that
-// is a quote, a backslash, a control character or the first byte of a
-// multi-byte character (>= utf8.RuneSelf), or len(in): where the run of
-// bytes that a JSON string holds as they are ends. It reads eight bytes at
-// a time.
-func plainEnd(in []byte, i int) int {
-	const lo, hi = 0x0101010101010101, 0x8080808080808080
+	var high uint64
 	for ; i+8 <= len(in); i += 8 {
 		x := binary.LittleEndian.Uint64(in[i:])
 		q, bs := x^(lo*'"'), x^(lo*'\\')
-		if m := ((x-lo*0x20)&^x | (q-lo)&^q | (bs-lo)&^bs | x) & hi; m != 0 {
-			// Each flag is exact up to the first: a borrow only runs upward,
-			// from a byte that is flagged itself.
-			return i + bits.TrailingZeros64(m)/8
+		if ((x-lo*0x20)&^x|(q-lo)&^q|(bs-lo)&^bs)&hi != 0 {
+			break // a quote, a backslash or a control character is near
 		}
+		high |= x
 	}
 	for ; i < len(in); i++ {
-		if b := in[i]; b == '"' || b == '\\' || b < 0x20 || b >= utf8.RuneSelf {
+		b := in[i]
+		if b == '"' {
 			break
 		}
-	}
-	return i
-}
-
-// utf8Len is the length of the UTF-8 encoded character that starts at
-// in[i], a byte >= utf8.RuneSelf, or 0 when the bytes there are not one
-// (an invalid or cut sequence, an overlong form, a surrogate): what
-// utf8.Valid refuses. The string scanners check UTF-8 with it as they go,
-// instead of a second pass over a string or value that holds a byte >=
-// utf8.RuneSelf.
-func utf8Len(in []byte, i int) int {
-	// The table of well-formed byte sequences of the Unicode standard
-	// (3.9, table 3-7), without utf8.DecodeRune's call and rune.
-	lo, hi := byte(0x80), byte(0xbf) // the second byte's range
-	n := 0
-	switch b := in[i]; {
-	case b < 0xc2:
-		return 0
-	case b < 0xe0:
-		n = 2
-	case b < 0xf0:
-		n = 3
-		if b == 0xe0 {
-			lo = 0xa0
-		} else if b == 0xed {
-			hi = 0x9f // not a surrogate
+		if b < 0x20 || b == '\\' {
+			return false
 		}
-	case b < 0xf5:
-		n = 4
-		if b == 0xf0 {
-			lo = 0x90
-		} else if b == 0xf4 {
-			hi = 0x8f // not beyond U+10FFFF
-		}
-	default:
-		return 0
+		high |= uint64(b)
 	}
-	if i+n > len(in) || in[i+1] < lo || in[i+1] > hi {
-		return 0
+	if i >= len(in) || high&hi != 0 && !utf8.Valid(in[c.pos+1:i]) { // a high bit in any byte
+		return false
 	}
-	for k := i + 2; k < i+n; k++ {
-		if in[k]&0xc0 != 0x80 {
-			return 0
-		}
-	}
-	return n
+	c.pos = i + 1
+	return true
 }
 
 // appendString appends the canonical form of the JSON string at the cursor
@@ -541,26 +482,34 @@ func utf8Len(in []byte, i int) int {
 // end of input) it undoes its output and returns false, leaving the cursor
 // at the string, so that stringBodyEsc reports the error at its offset.
 func (c *canonicalizer) appendString() bool {
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
 	in, outStart := c.in, len(c.out)
 	i := c.pos + 1
 	run := i
+	var high uint64
 	c.out = append(c.out, '"')
 	for {
-		i = plainEnd(in, i)
-		if i < len(in) && in[i] >= utf8.RuneSelf {
-			n := utf8Len(in, i)
-			if n == 0 {
-				c.out = c.out[:outStart]
-				return false
+		for ; i+8 <= len(in); i += 8 {
+			x := binary.LittleEndian.Uint64(in[i:])
+			q, bs := x^(lo*'"'), x^(lo*'\\')
+			if ((x-lo*0x20)&^x|(q-lo)&^q|(bs-lo)&^bs)&hi != 0 {
+				break
 			}
-			i += n
-			continue // the run goes on
+			high |= x
 		}
-		if i >= len(in) || in[i] < 0x20 {
+		for ; i < len(in); i++ {
+			b := in[i]
+			if b == '"' || b == '\\' || b < 0x20 {
+				break
+			}
+			high |= uint64(b)
+		}
+		if i >= len(in) || in[i] < 0x20 || high&hi != 0 && !utf8.Valid(in[run:i]) {
 			c.out = c.out[:outStart]
 			return false
 		}
 		c.out = append(c.out, in[run:i]...)
+		high = 0
 		if in[i] == '"' {
 			c.out = append(c.out, '"')
 			c.pos = i + 1

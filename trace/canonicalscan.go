@@ -2,6 +2,7 @@ package trace
 
 import (
 	"bytes"
+	"encoding/binary"
 	"strconv"
 	"unicode/utf8"
 )
@@ -206,25 +207,41 @@ func (s *savedScanner) object() bool {
 // bytes from U+0020 up other than '"' and '\\', and the escapes
 // appendEscaped writes (\" \\ \n \r \t \b \f, and \u00xx in lowercase hex
 // for the other control characters). A key must have no escape at all
-// (its bytes are then the key, compared as they are). UTF-8 is checked by
-// savedValue once for the whole value.
+// (its bytes are then the key, compared as they are), and the string must
+// be valid UTF-8.
 func (s *savedScanner) str(key bool) bool {
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
 	in := s.in
-	i := s.pos + 1
+	start := s.pos + 1
+	i := start
+	var high uint64
 	for {
-		i = plainEnd(in, i)
-		if i < len(in) && in[i] >= utf8.RuneSelf {
-			n := utf8Len(in, i)
-			if n == 0 {
-				return false
+		for ; i+8 <= len(in); i += 8 {
+			x := binary.LittleEndian.Uint64(in[i:])
+			q, bs := x^(lo*'"'), x^(lo*'\\')
+			if ((x-lo*0x20)&^x|(q-lo)&^q|(bs-lo)&^bs)&hi != 0 {
+				break // a quote, a backslash or a control character is near
 			}
-			i += n
-			continue
+			high |= x
+		}
+		for ; i < len(in); i++ {
+			b := in[i]
+			if b == '"' || b == '\\' || b < 0x20 {
+				break
+			}
+			high |= uint64(b)
 		}
 		if i >= len(in) || in[i] < 0x20 {
 			return false
 		}
 		if in[i] == '"' {
+			// UTF-8 is checked per string: only a string that holds a
+			// byte >= 0x80 is read again, by utf8.Valid, whose loop over
+			// multi-byte characters is tighter than a check inside the
+			// scan above (which would stop at each one).
+			if high&hi != 0 && !utf8.Valid(in[start:i]) {
+				return false
+			}
 			s.pos = i + 1
 			return true
 		}

@@ -8,7 +8,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"unicode/utf8"
 )
 
 // checkSavedValue compares savedValue on in (the value at offset 0) with
@@ -333,60 +332,4 @@ func TestElideKeepsWholeEvents(t *testing.T) {
 	if whole < 500 {
 		t.Fatalf("only %d events kept whole", whole)
 	}
-}
-
-// utf8LenByDecode is utf8Len as utf8.DecodeRune reads the same bytes.
-func utf8LenByDecode(in []byte) int {
-	if r, n := utf8.DecodeRune(in); r != utf8.RuneError || n > 1 {
-		return n
-	}
-	return 0
-}
-
-// TestUTF8LenAgreesWithDecodeRune: utf8Len reads every sequence of up to
-// three bytes that starts with a byte >= 0x80, and every four-byte one
-// whose fourth byte is at the edges of its range or outside it, as
-// utf8.DecodeRune does.
-func TestUTF8LenAgreesWithDecodeRune(t *testing.T) {
-	t.Parallel()
-	check := func(in []byte) {
-		if got, want := utf8Len(in, 0), utf8LenByDecode(in); got != want {
-			t.Fatalf("utf8Len(% x) = %d, utf8.DecodeRune reads %d", in, got, want)
-		}
-	}
-	buf := make([]byte, 4)
-	for b0 := 0x80; b0 < 0x100; b0++ {
-		buf[0] = byte(b0)
-		check(buf[:1])
-		for b1 := range 0x100 {
-			buf[1] = byte(b1)
-			check(buf[:2])
-			for b2 := range 0x100 {
-				buf[2] = byte(b2)
-				check(buf[:3])
-				if b0 < 0xf0 {
-					continue // not a four-byte lead
-				}
-				for _, b3 := range []byte{0x00, 0x7f, 0x80, 0xbf, 0xc0, 0xff} {
-					buf[3] = b3
-					check(buf[:4])
-				}
-			}
-		}
-	}
-}
-
-// FuzzUTF8Len: utf8Len reads every input as utf8.DecodeRune does.
-func FuzzUTF8Len(f *testing.F) {
-	for _, s := range []string{"é", "東", "😀", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xc0\xaf", "\xe0\x80\x80", "\xf0\x8f\xbf\xbf"} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, in []byte) {
-		if len(in) == 0 || in[0] < utf8.RuneSelf {
-			return
-		}
-		if got, want := utf8Len(in, 0), utf8LenByDecode(in); got != want {
-			t.Fatalf("utf8Len(% x) = %d, utf8.DecodeRune reads %d", in, got, want)
-		}
-	})
 }
