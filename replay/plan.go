@@ -10,6 +10,7 @@ import (
 
 	"github.com/stepfork/stepfork/internal/scopepath"
 	"github.com/stepfork/stepfork/internal/traceindex"
+	"github.com/stepfork/stepfork/internal/vouch"
 	"github.com/stepfork/stepfork/trace"
 )
 
@@ -134,8 +135,9 @@ type Prepared struct {
 	memo *memo // plain values encoded by its replays (memo.go)
 
 	// vouch is what the recording of this process that made the base's
-	// events established about them (vouch.go); nil for any other base.
-	vouch *vouch
+	// events, or the verified load that read them, established about them
+	// (package vouch); nil for any other base.
+	vouch *vouch.Vouch
 
 	reasonsOnce sync.Once
 	reasons     map[[2]string]string // (event id, path) → reason of the base's redaction entries
@@ -166,7 +168,7 @@ func prepareFrom(base, tr *trace.Trace) *Prepared {
 
 		cleanState: make([]atomic.Uint32, n),
 		memo:       newMemo(n),
-		vouch:      vouchOf(evs),
+		vouch:      vouch.Of(evs),
 	}
 	// Children in compressed form: parents precede their children.
 	p.ids = traceindex.Of(tr)
@@ -326,7 +328,7 @@ func (p *Prepared) hashesFor(i int, s *session) (in, out string) {
 		return h[0], h[1]
 	}
 	ev := &p.base.Events[i]
-	if p.vouched(i) {
+	if p.vouched(i, false) {
 		return ev.InputHash, ev.OutputHash
 	}
 	var buf [2 * 2 * sha256.Size]byte
@@ -404,7 +406,7 @@ func (p *Prepared) cleanAt(i int) bool {
 	if clean, ok := p.verdict(i, wholeEvent); ok {
 		return clean
 	}
-	if p.vouched(i) {
+	if p.vouched(i, true) {
 		return true
 	}
 	_, entries, err := trace.RedactEvent(p.base.Events[i])
@@ -425,7 +427,7 @@ func (p *Prepared) contentCleanAt(i int) bool {
 	if clean, ok := p.verdict(i, eventContent); ok {
 		return clean
 	}
-	if p.vouched(i) {
+	if p.vouched(i, true) {
 		return true
 	}
 	return p.settle(i, eventContent, contentClean(&p.base.Events[i]))
@@ -459,18 +461,20 @@ func (p *Prepared) inputCleanAt(r *rec) bool {
 	if clean, ok := p.verdict(r.event, callInput); ok {
 		return clean
 	}
-	if p.vouched(r.event) {
+	if p.vouched(r.event, true) {
 		return true
 	}
 	_, found := trace.RedactValue(inputOf(r.Call))
 	return p.settle(r.event, callInput, len(found) == 0)
 }
 
-// vouched reports whether the recording that made the base's events
-// vouches for event i as it is now: its stored hashes are its payloads'
-// and it holds nothing to redact. It then settles both for every session.
-func (p *Prepared) vouched(i int) bool {
-	if p.vouch == nil || !p.vouch.isClean(i) || !p.vouch.holds(i, &p.base.Events[i]) {
+// vouched reports whether the recording or the verified load that made or
+// read the base's events vouches for event i as it is now: that its stored
+// hashes are its payloads' and, with clean, that it holds nothing to redact
+// as well. What it vouches for is settled for every session.
+func (p *Prepared) vouched(i int, clean bool) bool {
+	v := p.vouch
+	if v == nil || !v.IsHashed(i) || clean && !v.IsClean(i) || !v.Holds(i, &p.base.Events[i]) {
 		return false
 	}
 	ev := &p.base.Events[i]
@@ -478,7 +482,9 @@ func (p *Prepared) vouched(i int) bool {
 		p.hashes[i] = [2]string{ev.InputHash, ev.OutputHash}
 		st.Store(2)
 	}
-	p.settle(i, wholeEvent, true)
+	if v.IsClean(i) {
+		p.settle(i, wholeEvent, true)
+	}
 	return true
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/stepfork/stepfork/internal/tracecache"
+	"github.com/stepfork/stepfork/internal/vouch"
 	"github.com/stepfork/stepfork/trace"
 )
 
@@ -902,7 +903,7 @@ func (s *session) finish(out any, err error) (*Result, error) {
 	if len(s.lanes) > 0 {
 		s.tr.Events = s.canonicalLocked(s.tr.Events)
 	} else if s.plan == nil && !s.rescrub {
-		vouchFor(s.tr.Events, s.sums, s.cleanBits)
+		vouch.For(s.tr.Events, s.sums, s.cleanBits, s.cleanBits) // a clean event's hashes were stamped
 	}
 	lanes, joins := s.lanesFile(), []byte(nil)
 	if lanes != nil {

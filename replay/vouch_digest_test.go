@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/stepfork/stepfork/internal/vouch"
 	"github.com/stepfork/stepfork/trace"
 )
 
@@ -53,8 +54,8 @@ func TestEventDigestSeesEveryField(t *testing.T) {
 	require.NoError(t, err)
 	for i := range res.Trace.Events {
 		ev := res.Trace.Events[i]
-		sum := eventDigest(&ev)
-		require.Equal(t, sum, eventDigest(&ev), "the digest is a function of the event")
+		sum := vouch.Digest(&ev)
+		require.Equal(t, sum, vouch.Digest(&ev), "the digest is a function of the event")
 		for f, fd := range digestFields {
 			text := fd.get(&ev)
 			variants := []string{text + "x", "x" + text}
@@ -69,7 +70,7 @@ func TestEventDigestSeesEveryField(t *testing.T) {
 				if fd.get(&changed) == text {
 					continue // the setter could not express v
 				}
-				require.NotEqual(t, sum, eventDigest(&changed), "event %d, field %s changed to %q", i, fd.name, v)
+				require.NotEqual(t, sum, vouch.Digest(&changed), "event %d, field %s changed to %q", i, fd.name, v)
 			}
 			if f+1 < len(digestFields) && len(text) > 0 {
 				// The last byte of this field moved to the start of the next.
@@ -78,13 +79,13 @@ func TestEventDigestSeesEveryField(t *testing.T) {
 				fd.set(&changed, text[:len(text)-1])
 				next.set(&changed, text[len(text)-1:]+next.get(&ev))
 				if fd.get(&changed)+next.get(&changed) == text+next.get(&ev) {
-					require.NotEqual(t, sum, eventDigest(&changed), "event %d: a byte of %s moved to %s", i, fd.name, next.name)
+					require.NotEqual(t, sum, vouch.Digest(&changed), "event %d: a byte of %s moved to %s", i, fd.name, next.name)
 				}
 			}
 		}
 		outside := ev
 		outside.ID, outside.ParentID, outside.Status = "other", "other", trace.StatusError
-		require.Equal(t, sum, eventDigest(&outside), "ids and statuses are not digested")
+		require.Equal(t, sum, vouch.Digest(&outside), "ids and statuses are not digested")
 	}
 }
 
@@ -104,9 +105,9 @@ func FuzzEventDigest(f *testing.F) {
 		x := mk(typ, a, b, c, d, e, g)
 		// The same fields, the text shifted by one byte between neighbours.
 		shifts := [][7]string{{typ, a + b, "", c, d, e, g}, {typ, a, b + c, "", d, e, g}, {typ, a, b, c + d, "", e, g}, {typ + a, "", b, c, d, e, g}}
-		sum := eventDigest(&x)
+		sum := vouch.Digest(&x)
 		same := mk(typ, a, b, c, d, e, g)
-		if eventDigest(&same) != sum {
+		if vouch.Digest(&same) != sum {
 			t.Fatal("equal events, different digests")
 		}
 		for _, s := range shifts {
@@ -117,7 +118,7 @@ func FuzzEventDigest(f *testing.F) {
 					equal = false
 				}
 			}
-			if !equal && eventDigest(&y) == sum {
+			if !equal && vouch.Digest(&y) == sum {
 				t.Fatalf("events %+v and %+v differ but have one digest", x, y)
 			}
 		}

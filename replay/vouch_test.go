@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/stepfork/stepfork/internal/vouch"
 	"github.com/stepfork/stepfork/trace"
 )
 
@@ -80,14 +81,14 @@ func TestVouchAgreesWithComputation(t *testing.T) {
 	for i := range res.Trace.Events {
 		ev := &res.Trace.Events[i]
 		in, out, clean := computed(ev)
-		if p.vouch.isClean(i) {
+		if p.vouch.IsClean(i) {
 			vouched++
 		}
 		gotIn, gotOut := p.hashesOf(i)
 		require.Equal(t, [2]string{in, out}, [2]string{gotIn, gotOut}, "hashes of event %d (%s)", i, ev.Type)
 		require.Equal(t, clean, p.cleanAt(i), "clean of event %d (%s)", i, ev.Type)
 		if clean && len(ev.Redactions) == 0 && (ev.Type == trace.ToolCall || ev.Type == trace.ToolResult) {
-			require.True(t, p.vouch.isClean(i), "a clean %s (event %d) is vouched for", ev.Type, i)
+			require.True(t, p.vouch.IsClean(i), "a clean %s (event %d) is vouched for", ev.Type, i)
 		}
 	}
 	require.Greater(t, vouched, len(res.Trace.Events)/2, "most events are vouched for")
@@ -134,7 +135,7 @@ func TestVouchIgnoresEventsChangedInPlace(t *testing.T) {
 			tc.edit(&evs[k])
 			p := Prepare(res.Trace)
 			require.NotNil(t, p.vouch)
-			require.Equal(t, !tc.digest, p.vouch.holds(k, &evs[k]), "the vouch of the changed event")
+			require.Equal(t, !tc.digest, p.vouch.Holds(k, &evs[k]), "the vouch of the changed event")
 			if tc.digest {
 				for i := range evs {
 					in, out, clean := computed(&evs[i])
@@ -145,7 +146,7 @@ func TestVouchIgnoresEventsChangedInPlace(t *testing.T) {
 			}
 			copied := *res.Trace
 			copied.Events = append([]trace.Event(nil), evs...)
-			require.Nil(t, vouchOf(copied.Events))
+			require.Nil(t, vouch.Of(copied.Events))
 			got, gotErr := Replay(context.Background(), res.Trace, vouchAgent)
 			want, wantErr := Replay(context.Background(), &copied, vouchAgent)
 			require.Equal(t, fmt.Sprint(wantErr), fmt.Sprint(gotErr))
@@ -196,10 +197,10 @@ func TestVouchOnlyForTheRecordedArray(t *testing.T) {
 	t.Parallel()
 	res, err := Record(context.Background(), "vouch", nil, vouchAgent)
 	require.NoError(t, err)
-	require.NotNil(t, vouchOf(res.Trace.Events))
-	require.Nil(t, vouchOf(append([]trace.Event(nil), res.Trace.Events...)))
-	require.Nil(t, vouchOf(res.Trace.Events[:len(res.Trace.Events)-1]))
+	require.NotNil(t, vouch.Of(res.Trace.Events))
+	require.Nil(t, vouch.Of(append([]trace.Event(nil), res.Trace.Events...)))
+	require.Nil(t, vouch.Of(res.Trace.Events[:len(res.Trace.Events)-1]))
 	replayed, err := Replay(context.Background(), res.Trace, vouchAgent)
 	require.NoError(t, err)
-	require.Nil(t, vouchOf(replayed.Trace.Events), "only recordings vouch")
+	require.Nil(t, vouch.Of(replayed.Trace.Events), "only recordings vouch")
 }
