@@ -124,7 +124,7 @@ func readManifest(b *bundle) (Manifest, error) {
 // integrity.json; use [LoadVerified], [VerifyIntegrity] or [ValidateBundle]
 // for that.
 func Load(path string) (*Trace, error) {
-	tr, _, err := load(path, false)
+	tr, _, err := load(path, false, nil)
 	return tr, err
 }
 
@@ -134,14 +134,20 @@ func Load(path string) (*Trace, error) {
 // bundle is opened and read once. The error is Load's; the result is what
 // VerifyIntegrity gives for the same bytes.
 func LoadVerified(path string) (*Trace, IntegrityResult, error) {
-	return load(path, true)
+	return load(path, true, nil)
 }
 
-// load is Load, and with verify the integrity of the bytes it read.
-func load(path string, verify bool) (*Trace, IntegrityResult, error) {
+// load is Load, and with verify the integrity of the bytes it read. With
+// notes it also notes which events have the payload hashes of their
+// payloads (loadNotes).
+func load(path string, verify bool, notes *loadNotes) (*Trace, IntegrityResult, error) {
 	var opts []OpenOption
 	if verify {
 		opts = append(opts, hashEvents())
+	}
+	if notes != nil {
+		opts = append(opts, sumPayloads())
+		notes.all = true
 	}
 	r, err := Open(path, opts...)
 	if err != nil {
@@ -156,6 +162,9 @@ func load(path string, verify bool) (*Trace, IntegrityResult, error) {
 		if err != nil {
 			return nil, IntegrityResult{}, storageErr(err, "%s", err.Error())
 		}
+		if notes != nil {
+			notes.add(r.payloadSums(), ev, len(tr.Events))
+		}
 		tr.Events = append(tr.Events, *ev)
 	}
 	if tr.Extras, err = r.b.extras(); err != nil {
@@ -166,6 +175,35 @@ func load(path string, verify bool) (*Trace, IntegrityResult, error) {
 		res = verifyBundle(r.b, map[string]string{EventsFile: r.eventsDigest()})
 	}
 	return tr, res, nil
+}
+
+// loadNotes are what a load that hashes every payload it reads learns of
+// the events (rawline.LoadVerified): hashed has bit i set when event i's
+// stored payload hashes are the hashes of its payloads (as Validate's
+// CheckIntegrity checks them), and all says so of every event.
+type loadNotes struct {
+	hashed []uint64
+	all    bool
+}
+
+// add notes event i, just read as ev, whose payloads have the digests sums.
+func (n *loadNotes) add(sums payloadSums, ev *Event, i int) {
+	if i/64 >= len(n.hashed) {
+		n.hashed = append(n.hashed, 0)
+	}
+	if sums.in.storedAs(ev.InputHash) && sums.out.storedAs(ev.OutputHash) {
+		n.hashed[i/64] |= 1 << (i % 64)
+	} else {
+		n.all = false
+	}
+}
+
+// loadHashed is LoadVerified that also returns what it noted of the
+// events' payload hashes (loadNotes), for package rawline.
+func loadHashed(path string) (*Trace, IntegrityResult, []uint64, bool, error) {
+	var notes loadNotes
+	tr, res, err := load(path, true, &notes)
+	return tr, res, notes.hashed, notes.all, err
 }
 
 // validExtraName reports whether name may be an extra bundle file: a plain

@@ -94,6 +94,19 @@ func FuzzEventLine(f *testing.F) {
 			}
 			return
 		}
+		// A decoder that hashes every payload as it reads it (sumPayloads)
+		// decodes the same event, and its digests say whether the stored
+		// hashes are the payloads' as ExpectedHashes does.
+		var sd eventDecoder
+		sd.sum = true
+		var sev Event
+		if err := sd.decode(line, &sev); err != nil || !reflect.DeepEqual(sev, ev) {
+			t.Fatalf("a summing decoder gives %v, %+v; want %+v", err, sev, ev)
+		}
+		ein, eout := ev.ExpectedHashes()
+		if got, want := sd.sums[0].storedAs(ev.InputHash) && sd.sums[1].storedAs(ev.OutputHash), ein == ev.InputHash && eout == ev.OutputHash; got != want {
+			t.Fatalf("the digests say the stored hashes are right: %v; ExpectedHashes: %v (%q %q, stored %q %q)", got, want, ein, eout, ev.InputHash, ev.OutputHash)
+		}
 		want := writtenForm(ev)
 		out := appendEvent(nil, &ev)
 		if !utf8.Valid(out) || bytes.ContainsAny(out, "\n\r") {

@@ -157,6 +157,9 @@ type eventDecoder struct {
 	// check payload hashes without allocating the payloads.
 	hashOnly bool
 	sums     [2]payloadSum
+	// sum makes payload fields hash their canonical bytes into sums, as
+	// hashOnly does, and keep them too.
+	sum bool
 	// track makes the decoder note what savedForm needs: each payload's
 	// digest, its bytes in the line (spans, by the slot of sums), whether
 	// those bytes are already the payload's file form (exact), and, in
@@ -526,10 +529,10 @@ func (d *eventDecoder) intLit(f eventField, nullable bool) (*int64, error) {
 // payloadOrSum reads a payload, or in hash-only mode records the SHA-256 of
 // its canonical form in d.sums[slot] (0: the input_hash side, 1: the
 // output_hash side, as Event.ExpectedHashes pairs them) and returns
-// elidedPayload. When tracking, it records the digest in both modes, and
-// the payload's bytes in the line.
+// elidedPayload. When tracking or summing, it records the digest in both
+// modes, and when tracking the payload's bytes in the line.
 func (d *eventDecoder) payloadOrSum(slot int) (Value, error) {
-	if !d.hashOnly && !d.track {
+	if !d.hashOnly && !d.track && !d.sum {
 		return d.payload()
 	}
 	c := &d.c

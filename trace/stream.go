@@ -55,6 +55,7 @@ type OpenOption func(*openConfig)
 type openConfig struct {
 	skipPayloads bool
 	savedForm    bool // note, for every event, whether its line is in saved form
+	sums         bool // hash every payload as it is read (sumPayloads)
 	digest       bool // hash events.jsonl while it is read (eventsDigest)
 	calls        bool // digestCalls
 	workers      int
@@ -82,6 +83,10 @@ func Workers(n int) OpenOption { return func(c *openConfig) { c.workers = n } }
 // anything redaction would change, which costs about as much as validating
 // the payload hashes.
 func checkSavedForm() OpenOption { return func(c *openConfig) { c.savedForm = true } }
+
+// sumPayloads makes Events hash every payload it reads, keeping it:
+// Reader.payloadSums then gives the digests of the event last yielded.
+func sumPayloads() OpenOption { return func(c *openConfig) { c.sums = true } }
 
 // digestCalls makes Events leave out the payloads of calls and their
 // results where a digest can stand for them (see eventDecoder.elide);
@@ -139,7 +144,7 @@ func openReader(b *bundle, path string, cfg openConfig) (*Reader, error) {
 		r.lines.src.skipDigest()
 	}
 	r.workers = cfg.workers
-	r.dec.track = cfg.savedForm
+	r.dec.track, r.dec.sum = cfg.savedForm, cfg.sums
 	if cfg.skipPayloads {
 		r.skip, r.dec.hashOnly = true, true
 	}
@@ -244,7 +249,8 @@ func (r *Reader) rawLine() (line []byte, saved bool) {
 }
 
 // payloadSums returns the payload digests of the event last yielded by
-// Events, when the decoder hashes only (zero otherwise).
+// Events, when the decoder hashes them (hash-only, sumPayloads or
+// checkSavedForm; zero otherwise).
 func (r *Reader) payloadSums() payloadSums {
 	if r.workers > 1 || r.dec.digest {
 		return r.curSums

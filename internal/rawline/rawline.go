@@ -1,6 +1,9 @@
-// Package rawline lets package fork copy the lines of a parent bundle's
-// events.jsonl that need no re-encoding, without making that fast path part
-// of package trace's API.
+// Package rawline lets other packages of the module use what package trace
+// learns of the lines of events.jsonl as it reads them, without making it
+// part of trace's API: package fork copies the lines of a parent bundle that
+// are in saved form without re-encoding them, and package sftest's Load
+// vouches for the payload hashes it found right (package vouch), which the
+// first replay then does not compute again.
 //
 // A trace.Reader opened with the option [CheckSavedForm] returns notes, for
 // each event it yields, whether the event's line is byte for byte what
@@ -14,11 +17,12 @@
 // *trace.Event); any other is a programming error and panics.
 package rawline
 
-var checkSavedForm, line, writeRaw any
+var checkSavedForm, line, writeRaw, loadVerified any
 
 // Register is called by package trace's init with its implementations.
-func Register[O, R, W, E any](savedForm O, lineOf func(R) ([]byte, bool), write func(W, E, []byte) error) {
-	checkSavedForm, line, writeRaw = savedForm, lineOf, write
+func Register[O, R, W, E, T, I any](savedForm O, lineOf func(R) ([]byte, bool), write func(W, E, []byte) error,
+	load func(string) (T, I, []uint64, bool, error)) {
+	checkSavedForm, line, writeRaw, loadVerified = savedForm, lineOf, write, load
 }
 
 // CheckSavedForm is the trace.OpenOption that makes a Reader note, for every
@@ -36,4 +40,13 @@ func Line[R any](r R) (text []byte, saved bool) { return line.(func(R) ([]byte, 
 // events.jsonl, with ev's run id.
 func WriteRaw[W, E any](w W, ev E, text []byte) error {
 	return writeRaw.(func(W, E, []byte) error)(w, ev, text)
+}
+
+// LoadVerified is trace.LoadVerified (T is *trace.Trace, I
+// trace.IntegrityResult) that also hashes every payload as it reads it: bit
+// i of hashed is set when event i's stored payload hashes are its
+// payloads', and all reports that of every event. It costs about as much as
+// validating the payload hashes after the load.
+func LoadVerified[T, I any](path string) (tr T, res I, hashed []uint64, all bool, err error) {
+	return loadVerified.(func(string) (T, I, []uint64, bool, error))(path)
 }
