@@ -11,6 +11,7 @@ import (
 
 	"github.com/stepfork/stepfork/internal/cputime"
 	"github.com/stepfork/stepfork/replay"
+	"github.com/stepfork/stepfork/sftest"
 	"github.com/stepfork/stepfork/trace"
 )
 
@@ -268,8 +269,8 @@ func BenchmarkReplayPython1000Calls(b *testing.B) {
 
 // python10k is a 10,000-call run of the shape Python stepfork records
 // (20,002 events): the 1,000-call vector repeated ten times, each copy with
-// fresh event ids, saved and loaded so that it is a valid bundle.
-func python10k(b *testing.B) *trace.Trace {
+// fresh event ids, saved at path and loaded so that it is a valid bundle.
+func python10k(b *testing.B) (tr *trace.Trace, path string) {
 	b.Helper()
 	src, err := trace.Load("../testdata/vectors/stepfork-recorded/run_1000_calls.sftrace")
 	if err != nil {
@@ -297,28 +298,30 @@ func python10k(b *testing.B) *trace.Trace {
 	big := *src
 	big.Events = evs
 	big.Path = ""
-	path := filepath.Join(b.TempDir(), "python-10k.sftrace")
+	path = filepath.Join(b.TempDir(), "python-10k.sftrace")
 	if err := big.Save(path); err != nil {
 		b.Fatal(err)
 	}
-	tr, err := trace.Load(path)
+	tr, err = trace.Load(path)
 	if err != nil {
 		b.Fatal(err)
 	}
 	if n := len(tr.Events); n != 20_002 {
 		b.Fatalf("%d events, want 20,002", n)
 	}
-	return tr
+	return tr, path
 }
 
 // BenchmarkReplayPython10kCalls is workload B's frozen replay: a pre-loaded
 // 10,000-call Python recording replayed by an agent that re-issues every
 // recorded call through the wrappers. "first" replays a trace never
 // replayed before (it is planned, and its payloads hashed, on the way);
-// "again" replays one trace over and over, as a test suite or a sweep does.
-// Each checks every replay (checkPythonReplay).
+// "again" replays one trace over and over, as a test suite or a sweep does;
+// "loaded" loads the bundle as a test does (sftest.Load: loaded, its hashes
+// and files verified) and replays it once. Each checks every replay
+// (checkPythonReplay).
 func BenchmarkReplayPython10kCalls(b *testing.B) {
-	tr := python10k(b)
+	tr, path := python10k(b)
 	agent := echoAgent(tr)
 	run := func(b *testing.B, tr *trace.Trace) {
 		res, err := replay.Replay(context.Background(), tr, agent)
@@ -338,6 +341,14 @@ func BenchmarkReplayPython10kCalls(b *testing.B) {
 		defer cputime.Report(b, cputime.Used())
 		for b.Loop() {
 			run(b, tr)
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/10_000, "ns/call")
+	})
+	b.Run("loaded", func(b *testing.B) {
+		b.ReportAllocs()
+		defer cputime.Report(b, cputime.Used())
+		for b.Loop() {
+			run(b, sftest.Load(b, path))
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/10_000, "ns/call")
 	})

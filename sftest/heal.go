@@ -38,9 +38,9 @@ func estimateCorpus(t *testing.T, bundles []corpusBundle, agent replay.Agent, cf
 	n := 0
 	for _, b := range bundles {
 		e := CorpusEntry{Name: b.name, Path: b.path, Outcome: string(corpus.Estimated), Passed: true}
-		tr, res, err := trace.LoadVerified(b.path)
+		tr, err, mismatchErr := loadVerified(t.Context(), b.path)
 		if err == nil {
-			err = verify(t.Context(), b.path, tr, res)
+			err = mismatchErr
 		}
 		if err != nil {
 			e.Outcome, e.Passed, e.Divergence = string(corpus.Unloadable), false, firstLine(err.Error())
@@ -245,11 +245,11 @@ func saveHealed(t testing.TB, b corpusBundle, v *fork.Variant) error {
 			return fmt.Errorf("packing the healed run: %w", err)
 		}
 	}
-	back, res, err := trace.LoadVerified(b.path)
+	_, err, mismatchErr := loadVerified(t.Context(), b.path)
 	if err != nil {
 		return fmt.Errorf("the healed bundle does not load: %w", err)
 	}
-	return verify(t.Context(), b.path, back, res)
+	return mismatchErr
 }
 
 // healRecord heals the trace Record called name (at p, loaded as tr) when
