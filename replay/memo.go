@@ -24,6 +24,12 @@ import (
 // holding a pointer, slice, map or interface. The memo holds at most as
 // many entries as the base run has events, so the memory stays in
 // proportion to the trace.
+//
+// The first replay of a Prepared fills nothing: most tests replay or fork
+// a base once, and would pay for a memo no later replay reads. Within that
+// replay, the value it encoded last (a tool's output written as state and
+// passed to the next call) is reused as in a changed tail. Every later
+// replay fills the memo.
 
 // encodedValue is a plain value and its encoding.
 type encodedValue struct {
@@ -32,9 +38,10 @@ type encodedValue struct {
 }
 
 type memo struct {
-	encoded sync.Map
-	size    atomic.Int64 // entries
-	limit   int64
+	encoded  sync.Map
+	size     atomic.Int64 // entries
+	limit    int64
+	sessions atomic.Int64 // the replays that started on it
 }
 
 func newMemo(events int) *memo { return &memo{limit: int64(events) + 16} }
@@ -112,10 +119,11 @@ func (s *session) valueOf(x any) (trace.Value, error) {
 	if err != nil {
 		return v, err
 	}
-	if s.parted.Load() {
-		// The run no longer follows the base: what its tail encodes is
-		// this variant's own, and would crowd out of the Prepared's memo
-		// the prefix's values that every replay repeats.
+	if !s.memoize || s.parted.Load() {
+		// The first replay of the Prepared, or a run that no longer
+		// follows the base: what its tail encodes is this variant's own,
+		// and would crowd out of the Prepared's memo the prefix's values
+		// that every replay repeats.
 		s.lastEncoded.Store(&encodedValue{x, v})
 	} else {
 		mm.store(&mm.encoded, x, v)

@@ -169,7 +169,8 @@ func TestNowIsMicrosecondsInUTC(t *testing.T) {
 
 // TestMemoKeepsTheTailOut forks nothing but replays a base whose tail the
 // agent changes: what the changed tail encodes stays out of the
-// Prepared's memo, so that many variants cannot crowd out the prefix.
+// Prepared's memo, so that many variants cannot crowd out the prefix. The
+// first replay fills nothing, the second the prefix.
 func TestMemoKeepsTheTailOut(t *testing.T) {
 	t.Parallel()
 	var offset atomic.Int64
@@ -201,7 +202,16 @@ func TestMemoKeepsTheTailOut(t *testing.T) {
 	if _, err := p.Replay(context.Background(), agent); err != nil {
 		t.Fatal(err)
 	}
+	if got := p.memo.size.Load(); got != 0 {
+		t.Fatalf("the first replay filled the memo with %d entries", got)
+	}
+	if _, err := p.Replay(context.Background(), agent); err != nil {
+		t.Fatal(err)
+	}
 	prefix := p.memo.size.Load()
+	if prefix == 0 {
+		t.Fatal("the second replay filled nothing")
+	}
 	for i := range 5 {
 		offset.Store(int64(1000 * (i + 1)))
 		_, _ = p.Replay(context.Background(), agent, Live("step"))

@@ -238,6 +238,7 @@ type session struct {
 	nextHashed int
 
 	lastEncoded atomic.Pointer[encodedValue] // the plain value the tail encoded last (memo.go)
+	memoize     bool                         // the memo is filled: not the Prepared's first replay (memo.go)
 	state       map[string]trace.Value
 	patched     map[string]trace.Value // keys a Director patched on Read, until the agent writes them
 	occ         map[occKey]int
@@ -374,6 +375,7 @@ func newSession(cfg config, p *Prepared, agent string) *session {
 	}}
 	if p != nil {
 		s.plan = newPlan(p)
+		s.memoize = p.memo != nil && p.memo.sessions.Add(1) > 1
 		if p.writes > 0 {
 			// Sized for the base's writes (as many keys at most), so that
 			// the map does not grow through every size on the way.
