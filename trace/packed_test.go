@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -270,6 +271,13 @@ func FuzzPacked(f *testing.F) {
 		tr, err := Load(p)
 		VerifyIntegrity(p)
 		ValidateBundle(context.Background(), p, CheckIntegrity())
+		// sftest.Load's load, which hashes every payload as it reads it,
+		// reads what Load reads, or refuses what Load refuses.
+		if htr, _, hashed, _, herr := loadHashed(p); (herr == nil) != (err == nil) {
+			t.Fatalf("Load: %v; the hashing load: %v", err, herr)
+		} else if err == nil && (!reflect.DeepEqual(htr, tr) || len(hashed) != (len(tr.Events)+63)/64) {
+			t.Fatalf("the hashing load read another trace than Load, or %d words of notes for %d events", len(hashed), len(tr.Events))
+		}
 		// A reader that stops after one event sees what Load sees of the
 		// archive: Close reads it to its end.
 		var partial error
