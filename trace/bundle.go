@@ -191,7 +191,7 @@ func (n *loadNotes) add(sums payloadSums, ev *Event, i int) {
 	if i/64 >= len(n.hashed) {
 		n.hashed = append(n.hashed, 0)
 	}
-	if sums.in.storedAs(ev.InputHash) && sums.out.storedAs(ev.OutputHash) {
+	if sums.stored(ev) {
 		n.hashed[i/64] |= 1 << (i % 64)
 	} else {
 		n.all = false

@@ -104,7 +104,7 @@ func FuzzEventLine(f *testing.F) {
 			t.Fatalf("a summing decoder gives %v, %+v; want %+v", err, sev, ev)
 		}
 		ein, eout := ev.ExpectedHashes()
-		if got, want := sd.sums[0].storedAs(ev.InputHash) && sd.sums[1].storedAs(ev.OutputHash), ein == ev.InputHash && eout == ev.OutputHash; got != want {
+		if got, want := (&payloadSums{in: sd.sums[0], out: sd.sums[1]}).stored(&ev), ein == ev.InputHash && eout == ev.OutputHash; got != want {
 			t.Fatalf("the digests say the stored hashes are right: %v; ExpectedHashes: %v (%q %q, stored %q %q)", got, want, ein, eout, ev.InputHash, ev.OutputHash)
 		}
 		want := writtenForm(ev)

@@ -529,8 +529,9 @@ func (d *eventDecoder) intLit(f eventField, nullable bool) (*int64, error) {
 // payloadOrSum reads a payload, or in hash-only mode records the SHA-256 of
 // its canonical form in d.sums[slot] (0: the input_hash side, 1: the
 // output_hash side, as Event.ExpectedHashes pairs them) and returns
-// elidedPayload. When tracking or summing, it records the digest in both
-// modes, and when tracking the payload's bytes in the line.
+// elidedPayload. When tracking or summing, it records the digest whether
+// or not it keeps the payload, and when tracking also the payload's bytes
+// in the line.
 func (d *eventDecoder) payloadOrSum(slot int) (Value, error) {
 	if !d.hashOnly && !d.track && !d.sum {
 		return d.payload()
@@ -698,7 +699,7 @@ func (d *eventDecoder) savedForm(line []byte, ev *Event) bool {
 	if !d.track || d.c.sensitive || mayHoldCredentialBytes(line) {
 		return false
 	}
-	if !d.sums[0].storedAs(ev.InputHash) || !d.sums[1].storedAs(ev.OutputHash) {
+	if sums := (payloadSums{in: d.sums[0], out: d.sums[1]}); !sums.stored(ev) {
 		return false
 	}
 	var raw [2][]byte
@@ -716,6 +717,12 @@ func (d *eventDecoder) savedForm(line []byte, ev *Event) bool {
 		d.enc = nil
 	}
 	return same
+}
+
+// stored reports whether ev's stored payload hashes are what Save would
+// store for payloads with the digests s (storedAs, both sides).
+func (s *payloadSums) stored(ev *Event) bool {
+	return s.in.storedAs(ev.InputHash) && s.out.storedAs(ev.OutputHash)
 }
 
 // storedAs reports whether a stored payload hash is what Save would store:
