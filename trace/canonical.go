@@ -837,8 +837,9 @@ func appendEscaped[S ~string | ~[]byte](dst []byte, s S) []byte {
 func appendQuoted(dst []byte, s string) []byte {
 	if !utf8.ValidString(s) {
 		// A Go string may hold any bytes; JSON text, and so every Value and
-		// every file this package writes, is UTF-8. Invalid bytes become
-		// U+FFFD, as encoding/json does.
+		// every file this package writes, is UTF-8. Each run of invalid
+		// bytes becomes one U+FFFD, where encoding/json writes one per
+		// byte; the bundles written so far hold this form, so it stays.
 		s = strings.ToValidUTF8(s, "\uFFFD")
 	}
 	dst = append(dst, '"')

@@ -226,6 +226,22 @@ func TestValueOf(t *testing.T) {
 
 func nanValue() float64 { var z float64; return z / z }
 
+// TestStringValueInvalidUTF8 checks what StringValue's doc says: each run
+// of invalid bytes becomes one U+FFFD (encoding/json writes one per byte).
+func TestStringValueInvalidUTF8(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ in, want string }{
+		{"a\xff\xfeb", "\"a\uFFFDb\""},
+		{"\xff x \xfe", "\"\uFFFD x \uFFFD\""},
+		{"cut \xe6\x97", "\"cut \uFFFD\""},
+		{"ünï 日本", "\"ünï 日本\""},
+	} {
+		if got := StringValue(tc.in).Canonical(); got != tc.want {
+			t.Errorf("StringValue(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
 func TestValueAccessors(t *testing.T) {
 	t.Parallel()
 	v := MustParse(`{"s":"a\"b","n":[1,2.5,{"k":null}],"t":true}`)

@@ -76,8 +76,9 @@ func MustParse(text string) Value {
 	return v
 }
 
-// StringValue returns s as a JSON string. Bytes of s that are not valid
-// UTF-8 are replaced by U+FFFD, as encoding/json does: JSON text is UTF-8.
+// StringValue returns s as a JSON string. JSON text is UTF-8, so each run
+// of bytes of s that are not valid UTF-8 is replaced by one U+FFFD (where
+// encoding/json writes one U+FFFD for each such byte).
 func StringValue(s string) Value { return Value{owned(appendQuoted(nil, s))} }
 
 // IntValue returns i as a JSON integer.
